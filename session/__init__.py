@@ -1,0 +1,1 @@
+"""The guarded ACP session: the only layer of tool-failure-guard that does IO."""

@@ -1,0 +1,1 @@
+"""The ``tool-failure-guard`` command line: replay, render, bench, agent, demo."""

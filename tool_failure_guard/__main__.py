@@ -1,0 +1,3 @@
+from tool_failure_guard.cli import main
+
+raise SystemExit(main())
