@@ -63,3 +63,14 @@ class NullTelemetry:
         self, *, terminal_status: str, execution_status: str | None, tool_type: str | None
     ) -> None:
         return None
+
+
+#: Values of ``tool-failure-guard agent --telemetry``.
+TELEMETRY_KINDS = ("none", "console", "otlp")
+
+
+def build_telemetry(kind: str) -> GuardTelemetry:
+    """Build the sink named by ``--telemetry`` (the OpenTelemetry kinds arrive with issue 3)."""
+    if kind == "none":
+        return NullTelemetry()
+    raise ValueError(f"--telemetry {kind!r} is not available yet; expected one of {TELEMETRY_KINDS}")
