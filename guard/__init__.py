@@ -19,7 +19,7 @@ from guard._classify import (
 )
 from guard._guard import RepeatedToolFailureGuard
 from guard._mode import resolve_mode
-from guard._table import TRANSITIONS, ChartError, Transition, derive_table
+from guard._table import TRANSITIONS, ChartError, Transition, declared_transitions, derive_table
 from guard._values import (
     GUARD_MODE_ENV_VAR,
     REPEATED_TOOL_FAILURE_BATCH_THRESHOLD,
@@ -68,6 +68,7 @@ __all__ = [
     "Transition",
     "classify_batch",
     "classify_observation",
+    "declared_transitions",
     "derive_table",
     "resolve_mode",
 ]

@@ -1,0 +1,85 @@
+"""The same guard, with the python-statemachine engine choosing each transition.
+
+This twin exists for the model checks and the benchmark, never for sessions:
+it instantiates :class:`statecharts.RepeatedToolFailureChart` per guard and
+sends it one ``settle`` event per batch, which costs about a thousand times
+more than the derived table.  Everything except the choice of transition --
+classification, facts, actions, decisions -- is the runtime's own code, so a
+difference between the two can only come from deriving the table.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from statecharts import CONDITIONS, SETTLE, RepeatedToolFailureChart
+
+from guard._classify import BatchVerdict
+from guard._guard import RepeatedToolFailureGuard
+from guard._table import Transition, declared_transitions
+from guard._values import GuardMode, Phase
+
+_BY_SOURCE: dict[Phase, list[Transition]] = {}
+for _transition in declared_transitions():
+    _BY_SOURCE.setdefault(_transition.source, []).append(_transition)
+
+
+class _ChartModel:
+    """The engine's model: it only records which action the engine ran."""
+
+    def __init__(self) -> None:
+        self.state: Any = None
+        self.fired: list[str] = []
+
+    def _record(self, name: str) -> None:
+        self.fired.append(name)
+
+    def hold(self) -> None:
+        self._record("hold")
+
+    def reset(self) -> None:
+        self._record("reset")
+
+    def start_streak(self) -> None:
+        self._record("start_streak")
+
+    def count(self) -> None:
+        self._record("count")
+
+    def remind(self) -> None:
+        self._record("remind")
+
+    def latch(self) -> None:
+        self._record("latch")
+
+
+class EngineGuard(RepeatedToolFailureGuard):
+    """A :class:`RepeatedToolFailureGuard` whose transitions the engine picks."""
+
+    __slots__ = ("_chart", "_model")
+
+    def __init__(self, mode: GuardMode | str = GuardMode.SHADOW) -> None:
+        super().__init__(mode)
+        self._model = _ChartModel()
+        self._chart = RepeatedToolFailureChart(model=self._model)
+
+    @property
+    def engine_phase(self) -> Phase:
+        """The phase the engine believes it is in."""
+        return Phase(self._model.state)
+
+    def _select(self, index: int, verdict: BatchVerdict) -> Transition:
+        facts = {name: bool(index >> bit & 1) for bit, name in enumerate(CONDITIONS)}
+        source = self.engine_phase
+        fired_before = len(self._model.fired)
+        self._chart.send(SETTLE, facts=facts)
+        fired = self._model.fired[fired_before:]
+        if len(fired) != 1:
+            raise AssertionError(f"engine ran actions {fired} for one settle event")
+        target = self.engine_phase
+        for transition in _BY_SOURCE[source]:
+            if transition.target is target and transition.action == fired[0]:
+                # Several declared transitions may share (target, action); the
+                # table row names the first that matches, and so does this.
+                return transition
+        raise AssertionError(f"engine took {source} -> {target} / {fired[0]}, not declared")

@@ -1,0 +1,57 @@
+"""Shared builders: receipts in the specification's vocabulary, kept short."""
+
+from __future__ import annotations
+
+import itertools
+
+from guard import BatchReceipt, Observation
+
+_ids = itertools.count(1)
+
+
+def _call_id() -> str:
+    return f"call-{next(_ids)}"
+
+
+def failure(tool: str = "read_file", error_type: str | None = "file_not_found", *,
+            tool_type: str = "native", duplicate: bool = False) -> Observation:
+    """An eligible failure (terminal error, execution error, classified type)."""
+    return Observation(
+        call_id=_call_id(),
+        terminal_status="error",
+        execution_status="error",
+        execution_error_type=error_type,
+        policy_tool_name=tool,
+        tool_type=tool_type,
+        provider_duplicate=duplicate,
+    )
+
+
+def success(tool: str = "read_file") -> Observation:
+    return Observation(
+        call_id=_call_id(),
+        terminal_status="success",
+        execution_status="success",
+        policy_tool_name=tool,
+        tool_type="native",
+    )
+
+
+def outcome(terminal: str, execution: str | None, *, tool: str | None = "read_file",
+            error_type: str | None = "file_not_found") -> Observation:
+    return Observation(
+        call_id=_call_id(),
+        terminal_status=terminal,
+        execution_status=execution,
+        execution_error_type=error_type,
+        policy_tool_name=tool,
+        tool_type="native",
+    )
+
+
+def batch(*observations: Observation, complete: bool = True) -> BatchReceipt:
+    return BatchReceipt(observations, complete=complete)
+
+
+def failures(n: int, tool: str = "read_file", error_type: str = "file_not_found") -> BatchReceipt:
+    return batch(*(failure(tool, error_type) for _ in range(n)))
