@@ -1,0 +1,143 @@
+"""Invariants every prompt must keep, checked one settled batch at a time.
+
+Shared by the hypothesis state machine and the bounded exhaustive exploration
+in ``test_model_check.py``.  The ledger is an immutable summary of what the
+prompt has seen so far, so the exhaustive search can branch it freely.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from guard import (
+    BatchReceipt,
+    Decision,
+    DecisionKind,
+    GuardMode,
+    InputBoundary,
+    ObservationClass,
+    Phase,
+    RepeatedToolFailureGuard,
+    classify_observation,
+)
+
+K = DecisionKind
+NEVER_COUNTED = {
+    ObservationClass.CANCELLED,
+    ObservationClass.NOT_STARTED,
+    ObservationClass.UNKNOWN,
+    ObservationClass.POST_EXECUTION_FAILURE,
+    ObservationClass.CONTRACT_VIOLATION,
+}
+
+
+@attrs.frozen
+class Snapshot:
+    phase: Phase
+    key: object
+    failure_count: int
+    batch_count: int
+    candidate_ordinal: int
+    enforcement_disabled: bool
+
+    @classmethod
+    def of(cls, guard: RepeatedToolFailureGuard) -> Snapshot:
+        return cls(guard.phase, guard.key, guard.failure_count, guard.batch_count,
+                   guard.candidate_ordinal, guard.enforcement_disabled)
+
+
+@attrs.frozen
+class Ledger:
+    """What the invariants remember about one prompt."""
+
+    mode: GuardMode
+    #: eligible failures of the current candidate, counted here independently
+    counted: int = 0
+    #: candidate ordinals that received would_warn / warn in this prompt
+    warned_ordinals: frozenset[int] = frozenset()
+    enforcement_disabled: bool = False
+    latched: bool = False
+
+
+def _matching_failures(receipt: BatchReceipt, guard: RepeatedToolFailureGuard) -> int:
+    key = guard.key
+    assert key is not None
+    return sum(
+        1
+        for o in receipt.observations
+        if classify_observation(o) is ObservationClass.ELIGIBLE_FAILURE
+        and (o.policy_tool_name, o.execution_error_type)
+        == (key.policy_tool_name, key.execution_error_type)
+    )
+
+
+def check_step(
+    ledger: Ledger,
+    before: Snapshot,
+    decision: Decision,
+    guard: RepeatedToolFailureGuard,
+    receipt: BatchReceipt,
+    boundary: InputBoundary,
+) -> Ledger:
+    """Assert every invariant for one batch; return the ledger after it."""
+    after = Snapshot.of(guard)
+    assert decision.phase_before is before.phase
+    assert decision.phase_after is after.phase
+
+    if ledger.mode is GuardMode.OFF:
+        assert decision.kind is K.NONE and after == before
+        return ledger
+    if ledger.latched:  # no decision after latched
+        assert before.phase is Phase.LATCHED
+        assert decision.kind is K.NONE and after == before
+        return ledger
+
+    # enforcement is never re-enabled within a prompt
+    assert after.enforcement_disabled >= before.enforcement_disabled
+    if not boundary.reliable:
+        assert after.enforcement_disabled
+
+    # cancelled / not_started / unknown / post-execution outcomes are never counted
+    classes = {classify_observation(o) for o in receipt.observations}
+    if classes & NEVER_COUNTED and receipt.complete:
+        assert decision.kind in (K.RESET, K.NONE)
+        assert after.failure_count == 0
+
+    counted = ledger.counted
+    if decision.kind is K.RESET or (decision.kind is K.NONE and after.key is None):
+        counted = 0
+    elif decision.kind in (K.TRACKED, K.WOULD_WARN, K.WARN, K.WOULD_STOP, K.STOP):
+        new_streak = after.candidate_ordinal != before.candidate_ordinal
+        if new_streak:
+            assert after.candidate_ordinal == before.candidate_ordinal + 1
+            assert after.batch_count == 1
+        counted = (0 if new_streak else counted) + _matching_failures(receipt, guard)
+    # failure_count equals the eligible failures since the streak began
+    assert after.failure_count == counted
+
+    warned = ledger.warned_ordinals
+    if decision.kind in (K.WOULD_WARN, K.WARN):
+        assert after.failure_count >= 8 and after.batch_count >= 2
+        assert after.candidate_ordinal not in warned  # one reminder per streak
+        assert (decision.kind is K.WARN) == (ledger.mode is not GuardMode.SHADOW)
+        warned = warned | {after.candidate_ordinal}
+    if decision.kind in (K.WOULD_STOP, K.STOP):
+        # every stop is preceded by a reminder of the same candidate streak
+        assert after.candidate_ordinal in warned
+        assert before.phase is Phase.WARNED and after.phase is Phase.LATCHED
+    if decision.kind is K.STOP:
+        assert ledger.mode is GuardMode.ENFORCE and not after.enforcement_disabled
+    if decision.kind is K.WOULD_STOP:
+        assert ledger.mode is not GuardMode.ENFORCE or after.enforcement_disabled
+    if before.phase is Phase.IDLE and after.phase is Phase.IDLE and decision.kind is not K.NONE:
+        # idle to idle emits only the first downgrade of the prompt
+        assert decision.kind is K.RESET
+        assert not before.enforcement_disabled and after.enforcement_disabled
+
+    return attrs.evolve(
+        ledger,
+        counted=counted,
+        warned_ordinals=warned,
+        enforcement_disabled=after.enforcement_disabled,
+        latched=after.phase is Phase.LATCHED,
+    )
