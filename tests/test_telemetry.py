@@ -679,3 +679,14 @@ def test_otlp_wires_the_standard_exporters(monkeypatch: pytest.MonkeyPatch) -> N
         for metric in sm.metrics
     }
     assert {GUARD_COUNTER, TOOL_CALL_COUNTER} <= names
+
+
+def test_otel_sdk_disabled_silences_the_console_sink(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("OTEL_SDK_DISABLED", "true")
+    sink = build_telemetry("console")
+    run_prompt(sink, GuardMode.ENFORCE, [failing_batch(f"b{n}", 4) for n in range(3)])
+    sink.loop_detected(prompt_id="p", loop_type="tool_call_cap")
+    sink.shutdown()
+    assert capsys.readouterr() == ("", "")
