@@ -17,8 +17,6 @@ from __future__ import annotations
 
 from guard._classify import BatchVerdict, classify_batch
 from guard._table import TRANSITIONS, Transition
-from statecharts import ACTIONS, CONDITIONS
-
 from guard._values import (
     QUIET_BOUNDARY,
     REPEATED_TOOL_FAILURE_BATCH_THRESHOLD,
@@ -33,6 +31,7 @@ from guard._values import (
     ResetReason,
     decision,
 )
+from statecharts import ACTIONS, CONDITIONS
 
 _IDLE = Phase.IDLE
 _LATCHED = Phase.LATCHED
@@ -50,7 +49,7 @@ _CANDIDATE_SUCCEEDED = _BIT["candidate_succeeded"]
 
 # The actions _apply implements must be exactly the ones the chart may name.
 _IMPLEMENTED_ACTIONS = frozenset({"hold", "reset", "start_streak", "count", "remind", "latch"})
-if _IMPLEMENTED_ACTIONS != frozenset(ACTIONS):  # pragma: no cover - import-time guard
+if frozenset(ACTIONS) != _IMPLEMENTED_ACTIONS:  # pragma: no cover - import-time guard
     raise ImportError(f"guard implements {_IMPLEMENTED_ACTIONS}, the chart declares {ACTIONS}")
 
 _REMIND = {
@@ -69,13 +68,13 @@ class RepeatedToolFailureGuard:
     """
 
     __slots__ = (
-        "_mode",
-        "_phase",
-        "_key",
-        "_failure_count",
         "_batch_count",
         "_candidate_ordinal",
         "_enforcement_disabled",
+        "_failure_count",
+        "_key",
+        "_mode",
+        "_phase",
     )
 
     def __init__(self, mode: GuardMode | str = GuardMode.SHADOW) -> None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Callable, Mapping
+from typing import Any
 
 import attrs
 from statemachine import StateChart
@@ -84,7 +85,7 @@ def facts_index(facts: Facts) -> int:
 FACT_COMBINATIONS = 1 << len(CONDITIONS)
 
 
-def declared_transitions(chart: type[StateChart] = RepeatedToolFailureChart) -> list[Transition]:
+def declared_transitions(chart: type[StateChart[Any]] = RepeatedToolFailureChart) -> list[Transition]:
     """Every transition of the ``settle`` event, in declaration order per phase."""
     result: list[Transition] = []
     for state in chart.states:
@@ -114,7 +115,7 @@ def declared_transitions(chart: type[StateChart] = RepeatedToolFailureChart) -> 
 
 
 def derive_table(
-    chart: type[StateChart] = RepeatedToolFailureChart,
+    chart: type[StateChart[Any]] = RepeatedToolFailureChart,
 ) -> dict[Phase, tuple[Transition, ...]]:
     """Evaluate the declared transitions for every facts combination.
 

@@ -12,12 +12,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from statecharts import CONDITIONS, SETTLE, RepeatedToolFailureChart
-
 from guard._classify import BatchVerdict
 from guard._guard import RepeatedToolFailureGuard
 from guard._table import Transition, declared_transitions
 from guard._values import GuardMode, Phase
+from statecharts import CONDITIONS, SETTLE, RepeatedToolFailureChart
 
 _BY_SOURCE: dict[Phase, list[Transition]] = {}
 for _transition in declared_transitions():

@@ -75,7 +75,7 @@ CONDITIONS: tuple[str, ...] = (
 ACTIONS: tuple[str, ...] = ("hold", "reset", "start_streak", "count", "remind", "latch")
 
 
-class RepeatedToolFailureChart(StateChart):  # type: ignore[misc]
+class RepeatedToolFailureChart(StateChart[Any]):
     """Phases, the ``settle`` event, its guarded transitions and their actions.
 
     Conditions read the ``facts`` keyword given to ``send``: a mapping from

@@ -13,8 +13,13 @@ def _call_id() -> str:
     return f"call-{next(_ids)}"
 
 
-def failure(tool: str = "read_file", error_type: str | None = "file_not_found", *,
-            tool_type: str = "native", duplicate: bool = False) -> Observation:
+def failure(
+    tool: str = "read_file",
+    error_type: str | None = "file_not_found",
+    *,
+    tool_type: str = "native",
+    duplicate: bool = False,
+) -> Observation:
     """An eligible failure (terminal error, execution error, classified type)."""
     return Observation(
         call_id=_call_id(),
@@ -37,8 +42,13 @@ def success(tool: str = "read_file") -> Observation:
     )
 
 
-def outcome(terminal: str, execution: str | None, *, tool: str | None = "read_file",
-            error_type: str | None = "file_not_found") -> Observation:
+def outcome(
+    terminal: str,
+    execution: str | None,
+    *,
+    tool: str | None = "read_file",
+    error_type: str | None = "file_not_found",
+) -> Observation:
     return Observation(
         call_id=_call_id(),
         terminal_status=terminal,

@@ -42,8 +42,14 @@ class Snapshot:
 
     @classmethod
     def of(cls, guard: RepeatedToolFailureGuard) -> Snapshot:
-        return cls(guard.phase, guard.key, guard.failure_count, guard.batch_count,
-                   guard.candidate_ordinal, guard.enforcement_disabled)
+        return cls(
+            guard.phase,
+            guard.key,
+            guard.failure_count,
+            guard.batch_count,
+            guard.candidate_ordinal,
+            guard.enforcement_disabled,
+        )
 
 
 @attrs.frozen

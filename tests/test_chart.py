@@ -56,8 +56,10 @@ def test_facts_index_round_trips() -> None:
         assert facts_index(facts_of(index)) == index
 
 
-@pytest.mark.parametrize(("phase", "index"), list(itertools.product(
-    [Phase.IDLE, Phase.TRACKING, Phase.WARNED], range(FACT_COMBINATIONS))))
+@pytest.mark.parametrize(
+    ("phase", "index"),
+    list(itertools.product([Phase.IDLE, Phase.TRACKING, Phase.WARNED], range(FACT_COMBINATIONS))),
+)
 def test_engine_takes_the_tables_transition_for_every_phase_and_facts(
     phase: Phase, index: int
 ) -> None:
@@ -105,9 +107,11 @@ def make_chart(build: Any, **conditions: Any) -> type[StateChart]:
 
 def test_derivation_rejects_a_phase_that_drops_some_facts() -> None:
     chart = make_chart(
-        lambda i, t, w, latched: i.to(t, cond="eligible", on="start_streak")
-        | t.to.itself(on="hold")
-        | w.to.itself(on="hold"),
+        lambda i, t, w, latched: (
+            i.to(t, cond="eligible", on="start_streak")
+            | t.to.itself(on="hold")
+            | w.to.itself(on="hold")
+        ),
         eligible=_facts,
     )
     with pytest.raises(ChartError, match="idle: no transition"):
@@ -116,10 +120,12 @@ def test_derivation_rejects_a_phase_that_drops_some_facts() -> None:
 
 def test_derivation_rejects_a_dead_transition() -> None:
     chart = make_chart(
-        lambda i, t, w, latched: i.to.itself(on="hold")
-        | i.to(t, cond="eligible", on="start_streak")
-        | t.to.itself(on="hold")
-        | w.to.itself(on="hold"),
+        lambda i, t, w, latched: (
+            i.to.itself(on="hold")
+            | i.to(t, cond="eligible", on="start_streak")
+            | t.to.itself(on="hold")
+            | w.to.itself(on="hold")
+        ),
         eligible=_facts,
     )
     with pytest.raises(ChartError, match="can never fire"):
@@ -128,18 +134,20 @@ def test_derivation_rejects_a_dead_transition() -> None:
 
 def test_derivation_rejects_unknown_condition_names_and_actions() -> None:
     typo = make_chart(
-        lambda i, t, w, latched: i.to(t, cond="elligible", on="start_streak")
-        | i.to.itself(on="hold")
-        | t.to.itself(on="hold")
-        | w.to.itself(on="hold"),
+        lambda i, t, w, latched: (
+            i.to(t, cond="elligible", on="start_streak")
+            | i.to.itself(on="hold")
+            | t.to.itself(on="hold")
+            | w.to.itself(on="hold")
+        ),
         elligible=_facts,
     )
     with pytest.raises(ChartError, match="unknown guard 'elligible'"):
         derive_table(typo)
     bad_action = make_chart(
-        lambda i, t, w, latched: i.to.itself(on="explode")
-        | t.to.itself(on="hold")
-        | w.to.itself(on="hold"),
+        lambda i, t, w, latched: (
+            i.to.itself(on="explode") | t.to.itself(on="hold") | w.to.itself(on="hold")
+        ),
     )
     with pytest.raises(ChartError, match="explode"):
         derive_table(bad_action)
@@ -147,10 +155,12 @@ def test_derivation_rejects_unknown_condition_names_and_actions() -> None:
 
 def test_derivation_rejects_lambda_conditions() -> None:
     anonymous = make_chart(
-        lambda i, t, w, latched: i.to(t, cond=lambda facts: True, on="start_streak")
-        | i.to.itself(on="hold")
-        | t.to.itself(on="hold")
-        | w.to.itself(on="hold"),
+        lambda i, t, w, latched: (
+            i.to(t, cond=lambda facts: True, on="start_streak")
+            | i.to.itself(on="hold")
+            | t.to.itself(on="hold")
+            | w.to.itself(on="hold")
+        ),
     )
     with pytest.raises(ChartError, match="named"):
         derive_table(anonymous)

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
 from conftest import batch, failure, outcome, success
+
 from guard import (
     INELIGIBLE_RESET_REASON_PRECEDENCE,
     FailureKey,
@@ -51,8 +51,13 @@ def test_outcome_table(terminal: str, execution: str | None, expected: Observati
 
 @pytest.mark.parametrize(
     ("tool", "error_type"),
-    [(None, "file_not_found"), ("", "file_not_found"), ("read_file", None),
-     ("read_file", ""), ("read_file", "unknown")],
+    [
+        (None, "file_not_found"),
+        ("", "file_not_found"),
+        ("read_file", None),
+        ("read_file", ""),
+        ("read_file", "unknown"),
+    ],
 )
 def test_execution_error_needs_identity_and_a_classified_type(
     tool: str | None, error_type: str | None
@@ -71,19 +76,35 @@ def test_provider_duplicate_is_its_own_class_whatever_its_outcome() -> None:
 
 def test_precedence_is_the_specifications() -> None:
     assert [r.value for r in INELIGIBLE_RESET_REASON_PRECEDENCE] == [
-        "contract_violation", "cancelled", "unknown", "not_started", "post_execution_failure",
+        "contract_violation",
+        "cancelled",
+        "unknown",
+        "not_started",
+        "post_execution_failure",
     ]
 
 
 @pytest.mark.parametrize(
     ("observations", "reason", "downgrade"),
     [
-        ([outcome("error", "success"), outcome("error", "not_started")], ResetReason.NOT_STARTED, False),
+        (
+            [outcome("error", "success"), outcome("error", "not_started")],
+            ResetReason.NOT_STARTED,
+            False,
+        ),
         ([outcome("error", "not_started"), outcome("error", None)], ResetReason.UNKNOWN, True),
         ([outcome("error", None), outcome("cancelled", None)], ResetReason.CANCELLED, True),
-        ([outcome("cancelled", None), outcome("success", "error")], ResetReason.CONTRACT_VIOLATION, True),
+        (
+            [outcome("cancelled", None), outcome("success", "error")],
+            ResetReason.CONTRACT_VIOLATION,
+            True,
+        ),
         ([failure(), outcome("error", "success")], ResetReason.POST_EXECUTION_FAILURE, False),
-        ([failure(), success("edit"), outcome("cancelled", "cancelled")], ResetReason.CANCELLED, False),
+        (
+            [failure(), success("edit"), outcome("cancelled", "cancelled")],
+            ResetReason.CANCELLED,
+            False,
+        ),
     ],
 )
 def test_reset_reason_by_precedence_and_downgrade_from_any_unsupported_outcome(
@@ -120,8 +141,11 @@ def test_candidate_key_excludes_arguments_and_counts_entries() -> None:
 
 
 def test_tool_type_only_when_all_candidate_entries_agree() -> None:
-    mixed_types = batch(failure("t", "e", tool_type="native"), failure("t", "e", tool_type="mcp"),
-                        failure("t", "e", tool_type="native"))
+    mixed_types = batch(
+        failure("t", "e", tool_type="native"),
+        failure("t", "e", tool_type="mcp"),
+        failure("t", "e", tool_type="native"),
+    )
     assert classify_batch(mixed_types, QUIET).tool_type is None
     mcp = batch(failure("mcp__git__status", "mcp_tool_error", tool_type="mcp"))
     assert classify_batch(mcp, QUIET).tool_type == "mcp"
@@ -135,8 +159,12 @@ def test_two_distinct_keys_are_mixed() -> None:
 
 
 def test_a_success_clears_all_failures_of_its_own_tool_before_the_key_is_chosen() -> None:
-    receipt = batch(failure("read_file", "a"), failure("read_file", "b"), success("read_file"),
-                    failure("shell", "exit"))
+    receipt = batch(
+        failure("read_file", "a"),
+        failure("read_file", "b"),
+        success("read_file"),
+        failure("shell", "exit"),
+    )
     verdict = classify_batch(receipt, QUIET)
     assert verdict.key == FailureKey("shell", "exit")
     assert verdict.failures == 1
@@ -144,7 +172,9 @@ def test_a_success_clears_all_failures_of_its_own_tool_before_the_key_is_chosen(
 
 
 def test_successes_only_give_a_neutral_verdict_with_the_succeeded_tools() -> None:
-    verdict = classify_batch(batch(failure("read_file"), success("read_file"), success("edit")), QUIET)
+    verdict = classify_batch(
+        batch(failure("read_file"), success("read_file"), success("edit")), QUIET
+    )
     assert (verdict.reason, verdict.key, verdict.failures) == (None, None, 0)
     assert verdict.succeeded_tools == frozenset({"read_file", "edit"})
 
@@ -153,6 +183,8 @@ def test_provider_duplicates_are_filtered_before_anything_else() -> None:
     only_duplicates = batch(failure(duplicate=True), failure(duplicate=True))
     verdict = classify_batch(only_duplicates, QUIET)
     assert (verdict.reason, verdict.key, verdict.succeeded_tools) == (None, None, frozenset())
-    cancelled_duplicate = Observation(call_id="d", terminal_status="cancelled", provider_duplicate=True)
+    cancelled_duplicate = Observation(
+        call_id="d", terminal_status="cancelled", provider_duplicate=True
+    )
     with_failure = classify_batch(batch(failure(), cancelled_duplicate), QUIET)
     assert with_failure.reason is None and with_failure.failures == 1

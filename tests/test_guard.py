@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
 from conftest import batch, failure, failures, outcome, success
+
 from guard import (
     REPEATED_TOOL_FAILURE_REMINDER,
     REPEATED_TOOL_FAILURE_STOP_MESSAGE,
@@ -44,7 +44,10 @@ def test_eight_failures_across_two_batches_warn() -> None:
     assert guard.observe(failures(5)).kind is K.TRACKED
     decision = guard.observe(failures(3))
     assert (decision.kind, decision.phase_before, decision.phase_after) == (
-        K.WARN, Phase.TRACKING, Phase.WARNED)
+        K.WARN,
+        Phase.TRACKING,
+        Phase.WARNED,
+    )
     assert (guard.failure_count, guard.batch_count) == (8, 2)
 
 
@@ -85,7 +88,10 @@ def test_off_mode_never_reduces() -> None:
     for _ in range(5):
         decision = guard.observe(failures(4))
         assert (decision.kind, decision.phase_before, decision.phase_after) == (
-            K.NONE, Phase.IDLE, Phase.IDLE)
+            K.NONE,
+            Phase.IDLE,
+            Phase.IDLE,
+        )
     assert (guard.phase, guard.failure_count, guard.candidate_ordinal) == (Phase.IDLE, 0, 0)
     unreliable = guard.observe(failures(1), InputBoundary(reliable=False))
     assert unreliable.kind is K.NONE and guard.enforcement_disabled is False
@@ -103,7 +109,11 @@ def test_latched_makes_no_further_decisions() -> None:
         (failures(1, "other"), InputBoundary(has_external_input=True)),
     ]:
         decision = guard.observe(receipt, boundary)
-        assert (decision.kind, decision.reason, decision.phase_after) == (K.NONE, None, Phase.LATCHED)
+        assert (decision.kind, decision.reason, decision.phase_after) == (
+            K.NONE,
+            None,
+            Phase.LATCHED,
+        )
     assert repr(guard) == state
 
 
@@ -138,7 +148,11 @@ def test_resets(
     assert (decision.kind, decision.reason) == (K.RESET, reason)
     assert (decision.phase_before, decision.phase_after) == (before, Phase.IDLE)
     assert (guard.phase, guard.key, guard.failure_count, guard.batch_count) == (
-        Phase.IDLE, None, 0, 0)
+        Phase.IDLE,
+        None,
+        0,
+        0,
+    )
 
 
 def test_other_tools_successes_between_failure_batches_are_ignored() -> None:
@@ -205,13 +219,20 @@ def test_the_candidates_own_success_resets_even_from_warned() -> None:
     guard = warned_guard()
     decision = guard.observe(batch(success("read_file")))
     assert (decision.kind, decision.reason, decision.phase_after) == (
-        K.RESET, ResetReason.SUCCESS, Phase.IDLE)
+        K.RESET,
+        ResetReason.SUCCESS,
+        Phase.IDLE,
+    )
     assert guard.observe(failures(4)).kind is K.TRACKED
 
 
 def test_reset_from_idle_is_silent() -> None:
     guard = RepeatedToolFailureGuard(GuardMode.ENFORCE)
-    for receipt in (batch(outcome("cancelled", None)), batch(success()), batch(failure(), failure("x"))):
+    for receipt in (
+        batch(outcome("cancelled", None)),
+        batch(success()),
+        batch(failure(), failure("x")),
+    ):
         assert guard.observe(receipt).kind is K.NONE
     assert guard.observe(failures(1), InputBoundary(has_external_input=True)).kind is K.NONE
 
@@ -220,7 +241,10 @@ def test_first_unreliable_drain_from_idle_reports_once_and_disables_enforcement(
     guard = RepeatedToolFailureGuard(GuardMode.ENFORCE)
     first = guard.observe(failures(1), InputBoundary(reliable=False))
     assert (first.kind, first.reason, first.phase_after) == (
-        K.RESET, ResetReason.UNRELIABLE_INPUT, Phase.IDLE)
+        K.RESET,
+        ResetReason.UNRELIABLE_INPUT,
+        Phase.IDLE,
+    )
     assert guard.enforcement_disabled is True
     again = guard.observe(failures(1), InputBoundary(reliable=False))
     assert again.kind is K.NONE

@@ -10,11 +10,12 @@ from __future__ import annotations
 import copy
 
 import pytest
+from conftest import batch, failure, failures, outcome, success
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+from model_invariants import Ledger, Snapshot, check_step
 
-from conftest import batch, failure, failures, outcome, success
 from guard import (
     BatchReceipt,
     GuardMode,
@@ -24,7 +25,6 @@ from guard import (
     RepeatedToolFailureGuard,
 )
 from guard.engine import EngineGuard
-from model_invariants import Ledger, Snapshot, check_step
 
 TOOLS = ("read_file", "run_shell_command", "edit")
 ERROR_TYPES = ("file_not_found", "shell_execute_error")
@@ -69,8 +69,12 @@ boundaries = st.one_of(
     st.just(InputBoundary()),
     st.just(InputBoundary()),
     st.just(InputBoundary()),
-    st.builds(InputBoundary, has_external_input=st.booleans(), has_queued_prompt=st.booleans(),
-              reliable=st.booleans()),
+    st.builds(
+        InputBoundary,
+        has_external_input=st.booleans(),
+        has_queued_prompt=st.booleans(),
+        reliable=st.booleans(),
+    ),
 )
 quiet_mostly = st.sampled_from((None,) * 9 + (InputBoundary(has_external_input=True),))
 
@@ -200,8 +204,10 @@ def test_bounded_exhaustive_exploration(mode: GuardMode) -> None:
     sequences, states, decisions = explore(mode, DEPTH)
     assert sequences == len(ALPHABET) ** DEPTH
     phases = {state.phase for state in states}
-    print(f"\n{mode.value}: {sequences} sequences of depth {DEPTH} over {len(ALPHABET)} batch "
-          f"classes, {len(states)} distinct guard states, decisions {sorted(decisions)}")
+    print(
+        f"\n{mode.value}: {sequences} sequences of depth {DEPTH} over {len(ALPHABET)} batch "
+        f"classes, {len(states)} distinct guard states, decisions {sorted(decisions)}"
+    )
     if mode is GuardMode.OFF:
         assert phases == {Phase.IDLE} and decisions == {"none"}
         return

@@ -54,7 +54,9 @@ def test_constants_are_the_specifications() -> None:
         ("   ", GuardMode.SHADOW),
     ],
 )
-def test_resolve_mode(value: str | None, expected: GuardMode, caplog: pytest.LogCaptureFixture) -> None:
+def test_resolve_mode(
+    value: str | None, expected: GuardMode, caplog: pytest.LogCaptureFixture
+) -> None:
     with caplog.at_level(logging.WARNING):
         assert resolve_mode(value) is expected
     assert caplog.records == []

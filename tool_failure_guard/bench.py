@@ -72,7 +72,9 @@ def _observation(rng: random.Random, call: int, looping: tuple[str, str]) -> Obs
             tool_type="native",
         )
     if roll < 0.89:
-        return Observation(call_id=call_id, terminal_status="cancelled", execution_status="cancelled")
+        return Observation(
+            call_id=call_id, terminal_status="cancelled", execution_status="cancelled"
+        )
     if roll < 0.93:
         return Observation(
             call_id=call_id,
@@ -200,8 +202,10 @@ def run(args: argparse.Namespace) -> int:
     corpus = build_corpus(args.batches, args.seed)
     n_batches = sum(len(batches) for _, batches in corpus)
     n_obs = sum(len(r.observations) for _, batches in corpus for r, _ in batches)
-    print(f"corpus: {len(corpus)} prompts, {n_batches} batches, {n_obs} observations "
-          f"(seed {args.seed})")
+    print(
+        f"corpus: {len(corpus)} prompts, {n_batches} batches, {n_obs} observations "
+        f"(seed {args.seed})"
+    )
 
     overhead = _timer_overhead_ns()
     samples: list[int] = []
@@ -212,15 +216,22 @@ def run(args: argparse.Namespace) -> int:
     runtime_median = statistics.median(samples) / 1000
     runtime_p99 = statistics.quantiles(samples, n=100)[98] / 1000
 
-    creation = min(
-        timeit.repeat(lambda: RepeatedToolFailureGuard(GuardMode.ENFORCE), number=100_000, repeat=5)
-    ) / 100_000 * 1e6
+    creation = (
+        min(
+            timeit.repeat(
+                lambda: RepeatedToolFailureGuard(GuardMode.ENFORCE), number=100_000, repeat=5
+            )
+        )
+        / 100_000
+        * 1e6
+    )
     memory = _memory_per_guard(corpus)
 
     engine_samples, engine_decisions = _drive(corpus, EngineGuard)
     engine_median = statistics.median(engine_samples) / 1000
-    engine_creation = min(timeit.repeat(lambda: EngineGuard(GuardMode.ENFORCE), number=200,
-                                         repeat=3)) / 200 * 1e6
+    engine_creation = (
+        min(timeit.repeat(lambda: EngineGuard(GuardMode.ENFORCE), number=200, repeat=3)) / 200 * 1e6
+    )
     identical = engine_decisions == decisions
     runtime_total = min(_whole_corpus_seconds(corpus, RepeatedToolFailureGuard) for _ in range(3))
     engine_total = _whole_corpus_seconds(corpus, EngineGuard)
@@ -233,18 +244,26 @@ def run(args: argparse.Namespace) -> int:
         kinds[decision.kind.value] = kinds.get(decision.kind.value, 0) + 1
     print("decisions: " + ", ".join(f"{k}={v}" for k, v in sorted(kinds.items())))
     print(f"timer overhead (median, included below): {overhead / 1000:.3f} µs")
-    print(f"observe, derived table: median {runtime_median:.2f} µs, p99 {runtime_p99:.2f} µs "
-          f"per batch over {len(samples)} timed batches   target <= 6 µs: "
-          f"{verdict(runtime_median <= 6)}")
+    print(
+        f"observe, derived table: median {runtime_median:.2f} µs, p99 {runtime_p99:.2f} µs "
+        f"per batch over {len(samples)} timed batches   target <= 6 µs: "
+        f"{verdict(runtime_median <= 6)}"
+    )
     print(f"guard creation: {creation:.3f} µs   target <= 2 µs: {verdict(creation <= 2)}")
     print(f"memory per live guard: {memory:.0f} bytes   target <= 512: {verdict(memory <= 512)}")
-    print(f"observe, python-statemachine engine: median {engine_median:.1f} µs per batch; "
-          f"engine guard creation {engine_creation:.0f} µs")
-    print(f"whole corpus, one guard per prompt: derived table {runtime_total * 1000:.1f} ms, "
-          f"engine {engine_total * 1000:.0f} ms")
-    print(f"engine / derived table: whole corpus {engine_total / runtime_total:.0f}x "
-          f"(>= 50x expected: {verdict(engine_total / runtime_total >= 50)}); "
-          f"median per batch {engine_median / runtime_median:.0f}x; "
-          f"creation {engine_creation / creation:.0f}x")
+    print(
+        f"observe, python-statemachine engine: median {engine_median:.1f} µs per batch; "
+        f"engine guard creation {engine_creation:.0f} µs"
+    )
+    print(
+        f"whole corpus, one guard per prompt: derived table {runtime_total * 1000:.1f} ms, "
+        f"engine {engine_total * 1000:.0f} ms"
+    )
+    print(
+        f"engine / derived table: whole corpus {engine_total / runtime_total:.0f}x "
+        f"(>= 50x expected: {verdict(engine_total / runtime_total >= 50)}); "
+        f"median per batch {engine_median / runtime_median:.0f}x; "
+        f"creation {engine_creation / creation:.0f}x"
+    )
     print(f"engine and derived table decisions identical: {'yes' if identical else 'NO'}")
     return 0 if identical else 1

@@ -12,12 +12,14 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from types import ModuleType
 
 #: subcommand -> module under tool_failure_guard
 SUBCOMMANDS: dict[str, str] = {
     "replay": "replay",
     "render": "render",
     "bench": "bench",
+    "agent": "agent",
     "demo": "demo",
 }
 
@@ -43,7 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _module(name: str) -> object:
+def _module(name: str) -> ModuleType:
     return importlib.import_module(f"tool_failure_guard.{name}")
 
 
@@ -51,7 +53,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     module = _module(args._module)
     try:
-        status: int = module.run(args)  # type: ignore[attr-defined]
+        status: int = module.run(args)
     except BrokenPipeError:  # e.g. `replay ... | head`
         sys.stderr.close()
         return 1

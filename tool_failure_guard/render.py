@@ -143,8 +143,10 @@ def run(args: argparse.Namespace) -> int:
     stale = [path for path, content in files.items() if not _same(path, content)]
     if args.check:
         for path in stale:
-            print(f"render: {path.relative_to(root)} is stale; run `tool-failure-guard render`",
-                  file=sys.stderr)
+            print(
+                f"render: {path.relative_to(root)} is stale; run `tool-failure-guard render`",
+                file=sys.stderr,
+            )
         if not stale:
             print(f"render: {len(files)} generated files are current")
         return 1 if stale else 0

@@ -150,7 +150,9 @@ def _wire_message(message: str) -> str:
     return message
 
 
-def decision_record(prompt: str, decision: Decision, guard: RepeatedToolFailureGuard) -> dict[str, Any]:
+def decision_record(
+    prompt: str, decision: Decision, guard: RepeatedToolFailureGuard
+) -> dict[str, Any]:
     """The output line for one batch."""
     key = guard.key
     return {
@@ -204,7 +206,9 @@ def replay(
 def format_summary(summary: Counter[tuple[str, str | None]]) -> str:
     """Counts per decision and reason, most frequent first."""
     rows = [f"{'decision':<12} {'reason':<24} {'count':>7}"]
-    for (kind, reason), count in sorted(summary.items(), key=lambda kv: (-kv[1], kv[0][0], kv[0][1] or "")):
+    for (kind, reason), count in sorted(
+        summary.items(), key=lambda kv: (-kv[1], kv[0][0], kv[0][1] or "")
+    ):
         rows.append(f"{kind:<12} {reason or '-':<24} {count:>7}")
     rows.append(f"{'total':<12} {'':<24} {sum(summary.values()):>7}")
     return "\n".join(rows)

@@ -1,0 +1,234 @@
+"""``tool-failure-guard replay``: the JSON Lines contract, end to end through main()."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tool_failure_guard.cli import main
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "receipts.jsonl"
+
+
+def line(prompt: str = "p1", n: int = 4, **extra: object) -> str:
+    observations = [
+        {
+            "callId": f"c{i}",
+            "policyToolName": "read_file",
+            "toolType": "native",
+            "terminalStatus": "error",
+            "executionStatus": "error",
+            "executionErrorType": "file_not_found",
+        }
+        for i in range(n)
+    ]
+    return json.dumps({"prompt": prompt, "observations": observations, **extra})
+
+
+def run_replay(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], lines: list[str], *args: str
+) -> tuple[int, list[dict[str, object]], str]:
+    source = tmp_path / "in.jsonl"
+    source.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    status = main(["replay", str(source), *args])
+    captured = capsys.readouterr()
+    return status, [json.loads(x) for x in captured.out.splitlines()], captured.err
+
+
+def test_one_output_line_per_batch_with_every_field(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status, out, err = run_replay(
+        tmp_path, capsys, [line(), line(), line(n=1)], "--mode", "enforce"
+    )
+    assert status == 0 and err == ""
+    assert [o["decision"] for o in out] == ["tracked", "warn", "stop"]
+    assert out[2] == {
+        "prompt": "p1",
+        "decision": "stop",
+        "reason": None,
+        "phase": "latched",
+        "key": {"policyToolName": "read_file", "executionErrorType": "file_not_found"},
+        "failureCount": 9,
+        "batchCount": 3,
+        "candidateOrdinal": 1,
+        "enforcementDisabled": False,
+    }
+
+
+def test_default_mode_is_shadow_and_a_lines_mode_overrides(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lines = [line("a"), line("a"), line("b", mode="warn"), line("b"), line("a"), line("b")]
+    status, out, _ = run_replay(tmp_path, capsys, lines)
+    assert status == 0
+    assert [o["decision"] for o in out] == [
+        "tracked",
+        "would_warn",
+        "tracked",
+        "warn",
+        "would_stop",
+        "would_stop",
+    ]
+
+
+def test_each_prompt_has_its_own_guard(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, _ = run_replay(tmp_path, capsys, [line("a"), line("b"), line("a")])
+    assert status == 0
+    assert [(o["prompt"], o["failureCount"]) for o in out] == [("a", 4), ("b", 4), ("a", 8)]
+
+
+def test_optional_boundary_and_completeness_keys(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lines = [
+        line(),
+        line(complete=False),
+        line(),
+        line(hasQueuedPrompt=True),
+        line(inputReliable=False),
+        line(hasExternalInput=True),
+    ]
+    status, out, _ = run_replay(tmp_path, capsys, lines, "--mode", "enforce")
+    assert status == 0
+    assert [(o["decision"], o["reason"]) for o in out] == [
+        ("tracked", None),
+        ("reset", "incomplete"),
+        ("tracked", None),
+        ("reset", "queued_prompt"),
+        ("reset", "unreliable_input"),
+        ("none", None),
+    ]
+    assert out[-1]["enforcementDisabled"] is True
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        ("{not json", "line 2: not valid JSON"),
+        ("[1, 2]", "line 2: expected a JSON object, got list"),
+        (json.dumps({"observations": []}), "line 2: missing required key 'prompt'"),
+        (json.dumps({"prompt": "p1"}), "line 2: missing required key 'observations'"),
+        (json.dumps({"prompt": "", "observations": []}), "line 2: 'prompt' must be a non-empty"),
+        (
+            json.dumps({"prompt": "p1", "observations": [], "mode": "loud"}),
+            "line 2: 'mode' must be one of off, shadow, warn, enforce, got 'loud'",
+        ),
+        (
+            json.dumps({"prompt": "p1", "observations": [], "complete": "yes"}),
+            "line 2: 'complete' must be a boolean, got 'yes'",
+        ),
+        (
+            json.dumps({"prompt": "p1", "observations": [], "compete": True}),
+            "line 2: unknown key 'compete'",
+        ),
+        (
+            json.dumps({"prompt": "p1", "observations": [{"terminalStatus": "error"}]}),
+            "line 2: observations[0]: missing required key 'callId'",
+        ),
+        (
+            json.dumps(
+                {"prompt": "p1", "observations": [{"callId": "c", "terminalStatus": "failed"}]}
+            ),
+            "line 2: observations[0]: terminalStatus must be one of success, error, cancelled; "
+            "got 'failed'",
+        ),
+        (
+            json.dumps(
+                {
+                    "prompt": "p1",
+                    "observations": [
+                        {"callId": "c", "terminalStatus": "error", "executionStatuss": "error"}
+                    ],
+                }
+            ),
+            "line 2: observations[0]: unknown key 'executionStatuss'",
+        ),
+        (
+            json.dumps(
+                {
+                    "prompt": "p1",
+                    "observations": [
+                        {"callId": "c", "terminalStatus": "error", "toolType": "plugin"}
+                    ],
+                }
+            ),
+            "line 2: observations[0]: toolType must be native, mcp or None; got 'plugin'",
+        ),
+        (
+            json.dumps(
+                {
+                    "prompt": "p1",
+                    "observations": [
+                        {"callId": "c", "terminalStatus": "error", "providerDuplicate": 1}
+                    ],
+                }
+            ),
+            "line 2: observations[0]: 'providerDuplicate' must be a boolean, got 1",
+        ),
+        (line("p1", mode="warn"), "line 2: prompt 'p1' started in mode 'shadow'"),
+    ],
+)
+def test_a_malformed_line_stops_after_earlier_decisions_with_status_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], bad: str, message: str
+) -> None:
+    status, out, err = run_replay(tmp_path, capsys, [line(), bad, line()])
+    assert status == 2
+    assert len(out) == 1 and out[0]["decision"] == "tracked"
+    assert err.startswith(message), err
+
+
+def test_blank_lines_are_skipped_but_counted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status, out, err = run_replay(tmp_path, capsys, [line(), "", "   ", "oops"])
+    assert status == 2 and len(out) == 1
+    assert err.startswith("line 4: not valid JSON")
+
+
+def test_missing_file_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["replay", str(tmp_path / "absent.jsonl")]) == 2
+    err = capsys.readouterr().err
+    assert "cannot read" in err and "absent.jsonl" in err
+
+
+def test_reads_standard_input(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import io
+
+    monkeypatch.setattr("sys.stdin", io.StringIO(line() + "\n" + line() + "\n"))
+    assert main(["replay", "-", "--mode", "warn"]) == 0
+    out = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert [o["decision"] for o in out] == ["tracked", "warn"]
+
+
+def test_summary_counts_decisions_and_reasons_on_stderr(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status, out, err = run_replay(
+        tmp_path, capsys, [line(), line(), line(hasExternalInput=True)], "--summary"
+    )
+    assert status == 0 and len(out) == 3
+    rows = {tuple(r.split()[:2]): r.split()[-1] for r in err.splitlines()[1:-1]}
+    assert rows == {
+        ("tracked", "-"): "1",
+        ("would_warn", "-"): "1",
+        ("reset", "external_input"): "1",
+    }
+    assert err.splitlines()[-1].split() == ["total", "3"]
+
+
+def test_the_shipped_example_replays_in_every_mode(capsys: pytest.CaptureFixture[str]) -> None:
+    results = {}
+    for mode in ("shadow", "warn", "enforce"):
+        assert main(["replay", str(EXAMPLE), "--mode", mode]) == 0
+        results[mode] = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    stops = {
+        mode: [o["prompt"] for o in out if o["decision"] == "stop"] for mode, out in results.items()
+    }
+    assert stops == {"shadow": [], "warn": [], "enforce": ["read-loop", "shell-loop"]}
+    old_host = [o["decision"] for o in results["enforce"] if o["prompt"] == "old-host"]
+    assert old_host[-1] == "would_stop"  # an unreliable drain disabled enforcement
