@@ -85,7 +85,9 @@ def facts_index(facts: Facts) -> int:
 FACT_COMBINATIONS = 1 << len(CONDITIONS)
 
 
-def declared_transitions(chart: type[StateChart[Any]] = RepeatedToolFailureChart) -> list[Transition]:
+def declared_transitions(
+    chart: type[StateChart[Any]] = RepeatedToolFailureChart,
+) -> list[Transition]:
     """Every transition of the ``settle`` event, in declaration order per phase."""
     result: list[Transition] = []
     for state in chart.states:
