@@ -1,0 +1,157 @@
+"""Environment configuration: env files for the agent's settings, and refused sources.
+
+The agent reads settings from, in order of precedence (the first source that
+sets a variable wins, like dotenv):
+
+1. the exported process environment;
+2. ``<project>/.qwen/.env``, then ``<project>/.env`` (project-controlled);
+3. ``~/.qwen/.env``, then ``~/.env`` (home-level);
+4. the ``env`` map of ``<project>/.qwen/settings.json`` (project-controlled) and of
+   ``~/.qwen/settings.json`` (a settings file: refused for the guard at any scope).
+
+The guard mode (``QWEN_CODE_ACP_REPEATED_TOOL_FAILURE_GUARD``) is deployment
+policy chosen by operators: it is honoured only from the exported process
+environment and the home-level env files, and refused -- with a warning naming
+the file -- from every project-controlled source and every settings ``env``
+map.  A project ``.env`` saying ``enforce`` therefore leaves the mode at the
+default ``shadow``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+
+import attrs
+
+from guard import GUARD_MODE_ENV_VAR, GuardMode, resolve_mode
+
+_log = logging.getLogger("session.envconfig")
+
+#: Variables only operators may set: never from a project-controlled source.
+POLICY_VARIABLES = frozenset({GUARD_MODE_ENV_VAR})
+
+_LINE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*?)\s*$")
+
+
+@attrs.frozen
+class EnvSource:
+    name: str  #: e.g. "project .env"
+    path: Path | None  #: None for the process environment
+    trusted_for_policy: bool
+
+
+@attrs.frozen
+class Refusal:
+    variable: str
+    source: str  #: the source's name and path
+
+
+@attrs.frozen
+class EnvConfig:
+    """The merged settings of one session, and what was refused."""
+
+    values: Mapping[str, str] = attrs.field(eq=False, hash=False)
+    origins: Mapping[str, str] = attrs.field(eq=False, hash=False)
+    refused: tuple[Refusal, ...] = ()
+
+    def get(self, name: str, default: str | None = None) -> str | None:
+        return self.values.get(name, default)
+
+    def guard_mode(self) -> GuardMode:
+        """The mode, via the core ``resolve_mode`` (missing or invalid: shadow)."""
+        return resolve_mode(self.values.get(GUARD_MODE_ENV_VAR))
+
+
+def parse_env_file(text: str, where: str) -> dict[str, str]:
+    """Parse ``KEY=VALUE`` lines (``export``, quotes and ``#`` comments allowed)."""
+    values: dict[str, str] = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        match = _LINE.match(line)
+        if match is None:
+            _log.warning("%s:%d: ignoring a line that is not KEY=VALUE", where, number)
+            continue
+        key, value = match.groups()
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            value = value[1:-1]
+        else:
+            value = value.split(" #", 1)[0].strip()
+        values[key] = value
+    return values
+
+
+def _settings_env(path: Path) -> dict[str, str]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, json.JSONDecodeError) as exc:
+        _log.warning("%s: ignoring an unreadable settings file: %s", path, exc)
+        return {}
+    env = data.get("env") if isinstance(data, dict) else None
+    if not isinstance(env, dict):
+        return {}
+    return {str(k): str(v) for k, v in env.items()}
+
+
+def _read_env_file(path: Path) -> dict[str, str]:
+    try:
+        return parse_env_file(path.read_text(encoding="utf-8"), str(path))
+    except FileNotFoundError:
+        return {}
+    except (OSError, UnicodeDecodeError) as exc:
+        _log.warning("%s: ignoring an unreadable env file: %s", path, exc)
+        return {}
+
+
+def env_sources(project: Path, home: Path) -> list[EnvSource]:
+    """The file sources, in precedence order, after the process environment."""
+    return [
+        EnvSource("project .qwen/.env", project / ".qwen" / ".env", False),
+        EnvSource("project .env", project / ".env", False),
+        EnvSource("home .qwen/.env", home / ".qwen" / ".env", True),
+        EnvSource("home .env", home / ".env", True),
+        EnvSource("project settings env", project / ".qwen" / "settings.json", False),
+        EnvSource("user settings env", home / ".qwen" / "settings.json", False),
+    ]
+
+
+def load_env(
+    project: Path,
+    *,
+    home: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> EnvConfig:
+    """Merge the process environment and the env files for a session in ``project``."""
+    environ = os.environ if environ is None else environ
+    home = Path.home() if home is None else home
+    values = dict(environ)
+    origins = dict.fromkeys(environ, "process environment")
+    refused: list[Refusal] = []
+    for source in env_sources(project, home):
+        assert source.path is not None
+        if source.path.name == "settings.json":
+            found = _settings_env(source.path)
+        else:
+            found = _read_env_file(source.path)
+        for key, value in found.items():
+            if key in POLICY_VARIABLES and not source.trusted_for_policy:
+                refusal = Refusal(key, f"{source.name} ({source.path})")
+                refused.append(refusal)
+                _log.warning(
+                    "%s: %s is deployment policy and may not be set by this source; ignored",
+                    refusal.source,
+                    key,
+                )
+                continue
+            if key not in values:
+                values[key] = value
+                origins[key] = f"{source.name} ({source.path})"
+    return EnvConfig(values=values, origins=origins, refused=tuple(refused))

@@ -1,0 +1,280 @@
+"""The executor: the dual-axis outcome contract, produced per call, never inferred later.
+
+For one admitted function call :meth:`Executor.execute` returns a
+:class:`CallOutcome` whose two axes are set at the moment each path settles:
+
+======================================  ==========  ==========  =======================
+path                                    terminal    execution   execution error type
+======================================  ==========  ==========  =======================
+unregistered tool                       error       not_started tool_not_registered
+argument validation failure             error       not_started invalid_tool_params
+permission refused / cancelled          cancelled   not_started (none)
+permission request failed               error       not_started permission_request_failed
+``session/cancel`` before execution     cancelled   not_started (none)
+execution returns output                success     success     (none)
+execution raises a typed ToolError      error       error       the tool's type
+execution raises without a type         error       error       unhandled_exception
+any execution failure of an MCP tool    error       error       mcp_tool_error
+``session/cancel`` during execution     cancelled   cancelled   (none)
+post-processing fails after success     error       success     (none)
+======================================  ==========  ==========  =======================
+
+The execution axis is frozen when execution settles (it is set to ``error``
+just before the tool starts, so even a synchronous raise counts as an
+execution failure).  Post-processing may change the *terminal* error type;
+:meth:`Executor.execute` re-applies the frozen execution fields afterwards, so
+no later step can change them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, TypeVar
+
+import attrs
+
+from session.tools import InvalidToolParams, Tool, ToolContext, ToolError
+
+_log = logging.getLogger("session.executor")
+_T = TypeVar("_T")
+
+#: Characters of tool output sent back to the model.
+MAX_RESPONSE_CHARS = 20_000
+
+
+@attrs.frozen(kw_only=True)
+class FunctionCall:
+    """One function call of a model turn, as the provider sent it."""
+
+    call_id: str
+    name: str
+    args: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+class PermissionAnswer(enum.StrEnum):
+    ALLOWED = "allowed"
+    REJECTED = "rejected"
+    CANCELLED = "cancelled"
+    FAILED = "failed"
+
+
+#: Asks the client (``session/request_permission``) whether a call may run.
+PermissionAsker = Callable[[FunctionCall, Tool, Mapping[str, Any]], Awaitable[PermissionAnswer]]
+
+
+@attrs.frozen(kw_only=True)
+class CallOutcome:
+    """The settled outcome of one call: both axes, and what the model is told."""
+
+    call_id: str
+    name: str  #: the name the model used
+    policy_tool_name: str | None  #: the registry-resolved identity, None when unresolved
+    tool_type: str | None
+    terminal_status: str
+    execution_status: str
+    execution_error_type: str | None  #: frozen when execution settled
+    error_type: str | None = None  #: the terminal error type (later steps may change it)
+    output: str = ""  #: text for the model: the result, or the error message
+
+    @property
+    def failed(self) -> bool:
+        return self.terminal_status == "error"
+
+
+#: A post-processing step run on a successful execution's decoded output.
+PostProcessor = Callable[[CallOutcome], CallOutcome]
+
+
+class _Cancelled(Exception):
+    pass
+
+
+class Executor:
+    """Runs admitted calls against a tool registry under the outcome contract."""
+
+    def __init__(
+        self,
+        registry: Mapping[str, Tool],
+        context: ToolContext,
+        ask_permission: PermissionAsker,
+        *,
+        post_processors: tuple[PostProcessor, ...] = (),
+    ) -> None:
+        self._registry = registry
+        self._context = context
+        self._ask_permission = ask_permission
+        self._post_processors = post_processors
+
+    def resolve(self, name: str) -> Tool | None:
+        return self._registry.get(name)
+
+    async def execute(self, call: FunctionCall, cancelled: asyncio.Event) -> CallOutcome:
+        tool = self._registry.get(call.name)
+        if tool is None:
+            return _not_started(
+                call, None, None, "tool_not_registered", f"tool {call.name!r} is not registered"
+            )
+        try:
+            args = tool.validate(call.args)
+        except InvalidToolParams as exc:
+            return _not_started(call, tool.name, tool.tool_type, "invalid_tool_params", str(exc))
+
+        if cancelled.is_set():
+            return _cancelled(call, tool, "not_started", "cancelled before execution")
+        if tool.needs_permission:
+            try:
+                answer = await _race(self._ask_permission(call, tool, args), cancelled)
+            except _Cancelled:
+                return _cancelled(call, tool, "not_started", "cancelled before execution")
+            if answer in (PermissionAnswer.REJECTED, PermissionAnswer.CANCELLED):
+                return _cancelled(call, tool, "not_started", "the user did not allow this call")
+            if answer is not PermissionAnswer.ALLOWED:
+                return _not_started(
+                    call,
+                    tool.name,
+                    tool.tool_type,
+                    "permission_request_failed",
+                    "the permission request failed",
+                )
+            if cancelled.is_set():
+                return _cancelled(call, tool, "not_started", "cancelled before execution")
+
+        # Frozen axis: error until the tool settles, so a synchronous raise counts.
+        execution_status = "error"
+        execution_error_type: str | None = "unhandled_exception"
+        raw = b""
+        message = ""
+        try:
+            raw = await _race(tool.run(args, self._context), cancelled)
+            execution_status, execution_error_type = "success", None
+        except _Cancelled:
+            return _cancelled(call, tool, "cancelled", "cancelled during execution")
+        except ToolError as exc:
+            execution_error_type = exc.error_type
+            message = str(exc)
+        except Exception as exc:  # a raise without a type
+            execution_error_type = "unhandled_exception"
+            message = f"{type(exc).__name__}: {exc}"
+            _log.warning("tool %s raised %s", tool.name, type(exc).__name__)
+        if execution_status == "error" and tool.tool_type == "mcp":
+            execution_error_type = "mcp_tool_error"
+
+        if execution_status == "error":
+            outcome = CallOutcome(
+                call_id=call.call_id,
+                name=call.name,
+                policy_tool_name=tool.name,
+                tool_type=tool.tool_type,
+                terminal_status="error",
+                execution_status="error",
+                execution_error_type=execution_error_type,
+                error_type=execution_error_type,
+                output=message,
+            )
+        else:
+            outcome = _post_process(call, tool, raw)
+        for step in self._post_processors:
+            try:
+                outcome = step(outcome)
+            except Exception as exc:
+                outcome = attrs.evolve(
+                    outcome,
+                    terminal_status="error",
+                    error_type="post_processing_failed",
+                    output=f"post-processing failed: {type(exc).__name__}",
+                )
+        # Later steps may change the terminal error type, never the frozen axis.
+        return attrs.evolve(
+            outcome,
+            call_id=call.call_id,
+            policy_tool_name=tool.name,
+            tool_type=tool.tool_type,
+            execution_status=execution_status,
+            execution_error_type=execution_error_type,
+        )
+
+
+def _post_process(call: FunctionCall, tool: Tool, raw: bytes) -> CallOutcome:
+    """Turn successful raw output into model text; a failure here is post-execution."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return CallOutcome(
+            call_id=call.call_id,
+            name=call.name,
+            policy_tool_name=tool.name,
+            tool_type=tool.tool_type,
+            terminal_status="error",
+            execution_status="success",
+            execution_error_type=None,
+            error_type="output_not_text",
+            output="the output is not UTF-8 text",
+        )
+    if len(text) > MAX_RESPONSE_CHARS:
+        text = text[:MAX_RESPONSE_CHARS] + "\n[output truncated]"
+    return CallOutcome(
+        call_id=call.call_id,
+        name=call.name,
+        policy_tool_name=tool.name,
+        tool_type=tool.tool_type,
+        terminal_status="success",
+        execution_status="success",
+        execution_error_type=None,
+        output=text,
+    )
+
+
+def _not_started(
+    call: FunctionCall,
+    policy_tool_name: str | None,
+    tool_type: str | None,
+    error_type: str,
+    message: str,
+) -> CallOutcome:
+    return CallOutcome(
+        call_id=call.call_id,
+        name=call.name,
+        policy_tool_name=policy_tool_name,
+        tool_type=tool_type,
+        terminal_status="error",
+        execution_status="not_started",
+        execution_error_type=error_type,
+        error_type=error_type,
+        output=message,
+    )
+
+
+def _cancelled(call: FunctionCall, tool: Tool, execution_status: str, message: str) -> CallOutcome:
+    return CallOutcome(
+        call_id=call.call_id,
+        name=call.name,
+        policy_tool_name=tool.name,
+        tool_type=tool.tool_type,
+        terminal_status="cancelled",
+        execution_status=execution_status,
+        execution_error_type=None,
+        output=message,
+    )
+
+
+async def _race(work: Awaitable[_T], cancelled: asyncio.Event) -> _T:
+    """Await ``work`` unless ``cancelled`` is set first (then raise _Cancelled)."""
+    task = asyncio.ensure_future(work)
+    waiter = asyncio.ensure_future(cancelled.wait())
+    try:
+        done, _ = await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:
+        task.cancel()
+        waiter.cancel()
+        raise
+    if task in done:
+        waiter.cancel()
+        return task.result()
+    task.cancel()
+    with contextlib.suppress(BaseException):  # the cancelled work's own outcome is irrelevant
+        await task
+    raise _Cancelled

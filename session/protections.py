@@ -1,0 +1,201 @@
+"""The protections beside the guard, most specific first, and the loop-type latch.
+
+Inside one prompt, after a batch settles, the session consults them in this
+order and stops at the first that stops the prompt:
+
+1. provider call-id de-duplication (:class:`CallIdDeduplicator`): same-batch
+   duplicates are dropped before anything runs; ids already answered in the
+   session history become provider-duplicate records and are never executed;
+   a provider that keeps replaying answered ids stops the prompt
+   (``global_tool_call_duplicate``);
+2. the invalid-parameter guard (:class:`InvalidParamGuard`): three
+   ``not_started`` failures (invalid arguments or unregistered tool) of one
+   tool name in a prompt stop it (``invalid_tool_params_stagnation``);
+3. the repeated tool-failure guard (``guard.RepeatedToolFailureGuard``, after
+   the mid-turn drain) stops it as ``repeated_tool_execution_failure``;
+4. the per-prompt tool-call cap (:class:`ToolCallCap`, default 100):
+   ``tool_call_cap``.
+
+The first protection that stops a prompt records its loop type in the
+prompt's :class:`LoopLatch`; later ones record nothing.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+from collections.abc import Iterable, Sequence
+
+import attrs
+
+from session.executor import CallOutcome, FunctionCall
+
+LOOP_PROVIDER_DUPLICATE = "global_tool_call_duplicate"
+LOOP_INVALID_TOOL_PARAMS = "invalid_tool_params_stagnation"
+LOOP_REPEATED_TOOL_FAILURE = "repeated_tool_execution_failure"
+LOOP_TOOL_CALL_CAP = "tool_call_cap"
+
+#: Protection order, most specific first.
+LOOP_TYPES_IN_ORDER = (
+    LOOP_PROVIDER_DUPLICATE,
+    LOOP_INVALID_TOOL_PARAMS,
+    LOOP_REPEATED_TOOL_FAILURE,
+    LOOP_TOOL_CALL_CAP,
+)
+
+#: Batches with replayed call ids, in one prompt, that stop it.
+PROVIDER_REPLAY_BATCH_LIMIT = 3
+#: not_started failures of one tool name, in one prompt, that stop it.
+INVALID_TOOL_PARAMS_LIMIT = 3
+#: Default per-prompt tool-call cap.
+DEFAULT_TOOL_CALL_CAP = 100
+
+_PRE_EXECUTION_TYPES = frozenset({"invalid_tool_params", "tool_not_registered"})
+
+
+@attrs.frozen
+class Admission:
+    """A model turn's calls after de-duplication, in the model's order."""
+
+    calls: tuple[FunctionCall, ...]  #: de-duplicated calls (provider duplicates included)
+    provider_duplicates: frozenset[str]  #: ids among ``calls`` already answered in history
+    dropped: int  #: same-batch duplicates removed
+
+    @property
+    def executable(self) -> tuple[FunctionCall, ...]:
+        return tuple(c for c in self.calls if c.call_id not in self.provider_duplicates)
+
+
+class CallIdDeduplicator:
+    """Session-wide memory of answered call ids (rebuilt from history on load)."""
+
+    __slots__ = ("_answered",)
+
+    def __init__(self, answered: Iterable[str] = ()) -> None:
+        self._answered: set[str] = set(answered)
+
+    def is_answered(self, call_id: str) -> bool:
+        return call_id in self._answered
+
+    def mark_answered(self, call_ids: Iterable[str]) -> None:
+        self._answered.update(call_ids)
+
+    def admit(self, calls: Sequence[FunctionCall]) -> Admission:
+        seen: set[str] = set()
+        admitted: list[FunctionCall] = []
+        duplicates: set[str] = set()
+        dropped = 0
+        for call in calls:
+            if not call.call_id:
+                call = attrs.evolve(call, call_id=f"generated-{uuid.uuid4().hex[:12]}")
+            if call.call_id in seen:
+                dropped += 1
+                continue
+            seen.add(call.call_id)
+            admitted.append(call)
+            if call.call_id in self._answered:
+                duplicates.add(call.call_id)
+        return Admission(tuple(admitted), frozenset(duplicates), dropped)
+
+
+class ProviderReplayCounter:
+    """Stops a prompt whose provider keeps replaying answered call ids."""
+
+    __slots__ = ("_batches",)
+
+    def __init__(self) -> None:
+        self._batches = 0
+
+    def observe(self, admission: Admission) -> bool:
+        if admission.provider_duplicates:
+            self._batches += 1
+        return self._batches >= PROVIDER_REPLAY_BATCH_LIMIT
+
+
+class InvalidParamGuard:
+    """Counts pre-execution failures per tool name within one prompt."""
+
+    __slots__ = ("_counts",)
+
+    def __init__(self) -> None:
+        self._counts: Counter[str] = Counter()
+
+    def observe(self, outcomes: Iterable[CallOutcome]) -> bool:
+        for outcome in outcomes:
+            if (
+                outcome.execution_status == "not_started"
+                and outcome.terminal_status == "error"
+                and outcome.execution_error_type in _PRE_EXECUTION_TYPES
+            ):
+                self._counts[outcome.name] += 1
+        return any(count >= INVALID_TOOL_PARAMS_LIMIT for count in self._counts.values())
+
+
+class ToolCallCap:
+    """The absolute per-prompt backstop on executed tool calls."""
+
+    __slots__ = ("_cap", "_count")
+
+    def __init__(self, cap: int = DEFAULT_TOOL_CALL_CAP) -> None:
+        if cap < 1:
+            raise ValueError(f"the tool-call cap must be at least 1; got {cap}")
+        self._cap = cap
+        self._count = 0
+
+    @property
+    def count(self) -> int:
+        return self._count
+
+    def observe(self, executed: int) -> bool:
+        self._count += executed
+        return self._count >= self._cap
+
+
+class LoopLatch:
+    """The loop type of the first protection that stopped the prompt."""
+
+    __slots__ = ("_loop_type",)
+
+    def __init__(self) -> None:
+        self._loop_type: str | None = None
+
+    @property
+    def loop_type(self) -> str | None:
+        return self._loop_type
+
+    def record(self, loop_type: str) -> bool:
+        """Record ``loop_type`` if nothing stopped the prompt yet; True when it was recorded."""
+        if loop_type not in LOOP_TYPES_IN_ORDER:
+            raise ValueError(f"unknown loop type {loop_type!r}")
+        if self._loop_type is not None:
+            return False
+        self._loop_type = loop_type
+        return True
+
+
+class PromptProtections:
+    """The per-prompt protections other than the guard, consulted in order."""
+
+    def __init__(self, dedup: CallIdDeduplicator, tool_call_cap: int) -> None:
+        self.dedup = dedup
+        self.replays = ProviderReplayCounter()
+        self.invalid_params = InvalidParamGuard()
+        self.cap = ToolCallCap(tool_call_cap)
+        self.latch = LoopLatch()
+
+    def admit(self, calls: Sequence[FunctionCall]) -> Admission:
+        return self.dedup.admit(calls)
+
+    def before_guard(self, admission: Admission, outcomes: Sequence[CallOutcome]) -> str | None:
+        """Protections 1 and 2 for a settled batch: the loop type that stops it, if any."""
+        replaying = self.replays.observe(admission)
+        invalid = self.invalid_params.observe(outcomes)
+        if replaying:
+            return LOOP_PROVIDER_DUPLICATE
+        if invalid:
+            return LOOP_INVALID_TOOL_PARAMS
+        return None
+
+    def after_guard(self, executed: int) -> str | None:
+        """Protection 4: the cap, consulted only when nothing earlier stopped the prompt."""
+        return LOOP_TOOL_CALL_CAP if self.cap.observe(executed) else None

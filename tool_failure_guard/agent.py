@@ -1,0 +1,90 @@
+"""``tool-failure-guard agent``: serve the guarded ACP agent on stdio."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+HELP = "serve the guarded ACP agent on stdio"
+DEFAULT_SCENARIO = "read-loop"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--scenario",
+        default=DEFAULT_SCENARIO,
+        metavar="NAME|FILE",
+        help=f"built-in scenario name or scenario JSON file (default: {DEFAULT_SCENARIO})",
+    )
+    parser.add_argument(
+        "--telemetry",
+        choices=("none", "console", "otlp"),
+        default="none",
+        help="telemetry sink for guard decisions (default: none)",
+    )
+    parser.add_argument(
+        "--state-dir",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="where session histories are kept "
+        "(default: $TOOL_FAILURE_GUARD_STATE_DIR or $XDG_DATA_HOME/tool-failure-guard)",
+    )
+    parser.add_argument(
+        "--drain-timeout",
+        type=float,
+        default=2.0,
+        metavar="SECONDS",
+        help="timeout of one mid-turn drain request (default: 2)",
+    )
+    parser.add_argument(
+        "--report-decisions",
+        action="store_true",
+        help="add a per-batch guard decision table to each prompt response's _meta",
+    )
+    parser.add_argument(
+        "--log-level",
+        default="WARNING",
+        choices=("DEBUG", "INFO", "WARNING", "ERROR"),
+        help="stderr log level (default: WARNING)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    import asyncio
+    import logging
+
+    from session.agent import AgentConfig, GuardedAgent, serve
+    from session.history import default_state_dir
+    from session.model import ScenarioError, ScriptedModel, load_scenario
+    from session.telemetry import build_telemetry
+
+    logging.basicConfig(
+        stream=sys.stderr, level=args.log_level, format="agent %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        scenario = load_scenario(args.scenario)
+    except ScenarioError as exc:
+        print(f"tool-failure-guard agent: bad scenario: {exc}", file=sys.stderr)
+        return 2
+    if args.drain_timeout <= 0:
+        print("tool-failure-guard agent: --drain-timeout must be positive", file=sys.stderr)
+        return 2
+    try:
+        telemetry = build_telemetry(args.telemetry)
+    except ValueError as exc:
+        print(f"tool-failure-guard agent: {exc}", file=sys.stderr)
+        return 2
+    config = AgentConfig(
+        model_factory=lambda: ScriptedModel(scenario),
+        state_dir=args.state_dir or default_state_dir(),
+        telemetry=telemetry,
+        drain_timeout=args.drain_timeout,
+        report_decisions=args.report_decisions,
+    )
+    try:
+        asyncio.run(serve(GuardedAgent(config)))
+    except KeyboardInterrupt:
+        return 130
+    return 0
