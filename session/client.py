@@ -110,7 +110,10 @@ class RecordingClient:
         elif isinstance(update, ToolCallProgress):
             self.events.append(
                 Event(
-                    "tool_update", _tool_text(update.content), update.tool_call_id, update.status or ""
+                    "tool_update",
+                    _tool_text(update.content),
+                    update.tool_call_id,
+                    update.status or "",
                 )
             )
         elif isinstance(update, AgentPlanUpdate):
