@@ -137,10 +137,10 @@ class RepeatedToolFailureGuard:
         if self._mode is _OFF or phase is _LATCHED:
             return _NONE_DECISIONS[phase]
         verdict = classify_batch(receipt, boundary or QUIET_BOUNDARY)
-        transition = self._select(self.facts_index(verdict), verdict)
+        transition = self._select(self._facts_index(verdict), verdict)
         return self._apply(transition, verdict)
 
-    def facts_index(self, verdict: BatchVerdict) -> int:
+    def _facts_index(self, verdict: BatchVerdict) -> int:
         """Encode the five facts (``statecharts.CONDITIONS``) of this verdict as bits."""
         key = self._key
         candidate = verdict.key

@@ -10,13 +10,14 @@ difference between the two can only come from deriving the table.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from guard._classify import BatchVerdict
 from guard._guard import RepeatedToolFailureGuard
 from guard._table import Transition, declared_transitions
 from guard._values import GuardMode, Phase
-from statecharts import CONDITIONS, SETTLE, RepeatedToolFailureChart
+from statecharts import ACTIONS, CONDITIONS, SETTLE, RepeatedToolFailureChart
 
 _BY_SOURCE: dict[Phase, list[Transition]] = {}
 for _transition in declared_transitions():
@@ -24,32 +25,28 @@ for _transition in declared_transitions():
 
 
 class _ChartModel:
-    """The engine's model: it only records which action the engine ran."""
+    """The engine's model: it only records which action the engine ran.
+
+    One recording method per action the chart may name (``statecharts.ACTIONS``),
+    generated below, so the engine resolves every ``on=`` name and nothing
+    else.
+    """
 
     def __init__(self) -> None:
         self.state: Any = None
         self.fired: list[str] = []
 
-    def _record(self, name: str) -> None:
+
+def _recorder(name: str) -> Callable[[_ChartModel], None]:
+    def record(self: _ChartModel) -> None:
         self.fired.append(name)
 
-    def hold(self) -> None:
-        self._record("hold")
+    record.__name__ = name
+    return record
 
-    def reset(self) -> None:
-        self._record("reset")
 
-    def start_streak(self) -> None:
-        self._record("start_streak")
-
-    def count(self) -> None:
-        self._record("count")
-
-    def remind(self) -> None:
-        self._record("remind")
-
-    def latch(self) -> None:
-        self._record("latch")
+for _action in ACTIONS:
+    setattr(_ChartModel, _action, _recorder(_action))
 
 
 class EngineGuard(RepeatedToolFailureGuard):
