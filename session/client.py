@@ -16,7 +16,7 @@ import sys
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import attrs
 from acp import PROTOCOL_VERSION, spawn_agent_process
@@ -216,7 +216,7 @@ async def spawn_guarded_agent(
         *extra_args,
     ]
     async with spawn_agent_process(
-        client,
+        cast(Any, client),
         sys.executable,
         *args,
         env=agent_environment(mode, home=home, extra=extra_env),

@@ -1,0 +1,442 @@
+"""End-to-end: the guarded agent over stdio, driven by the ACP SDK's client.
+
+Each test spawns ``python -m tool_failure_guard agent`` with a private HOME,
+project and state directory, and asserts on what a client can see (session
+updates, the prompt response and its ``_meta``) and on what the model was sent
+(the session's history file).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Coroutine, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+from acp import text_block
+from acp.exceptions import RequestError
+from acp.schema import PromptResponse
+
+from guard import REPEATED_TOOL_FAILURE_REMINDER, REPEATED_TOOL_FAILURE_STOP_MESSAGE
+from session.client import RecordingClient, spawn_guarded_agent
+from session.history import HistoryStore, Message
+
+T = TypeVar("T")
+READ_MISSING = {"tool": "read_file", "args": {"path": "missing.txt"}}
+
+
+class Box:
+    """Directories of one test: project (session cwd), home, state."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.project = root / "project"
+        self.home = root / "home"
+        self.state = root / "state"
+        self.project.mkdir()
+        self.home.mkdir()
+
+    def scenario(self, data: dict[str, Any], name: str = "scenario.json") -> str:
+        path = self.root / name
+        path.write_text(json.dumps(data), encoding="utf-8")
+        return str(path)
+
+    def history(self, session_id: str) -> list[Message]:
+        return HistoryStore(self.state).load(session_id)[1]
+
+
+@pytest.fixture
+def box(tmp_path: Path) -> Box:
+    return Box(tmp_path)
+
+
+def run(coro: Coroutine[Any, Any, T]) -> T:
+    return asyncio.run(coro)
+
+
+async def prompt_once(
+    box: Box,
+    *,
+    mode: str | None,
+    scenario: str,
+    client: RecordingClient | None = None,
+    texts: Sequence[str] = ("go",),
+    meta: dict[str, Any] | None = None,
+    extra_args: Sequence[str] = (),
+    prompts: int = 1,
+) -> tuple[RecordingClient, list[Any], str]:
+    """Open a session and send ``prompts`` prompts; return client, responses, session id."""
+    client = client or RecordingClient()
+    responses = []
+    async with spawn_guarded_agent(
+        client,
+        mode=mode,
+        state_dir=box.state,
+        home=box.home,
+        scenario=scenario,
+        extra_args=extra_args,
+    ) as conn:
+        session = await conn.new_session(cwd=str(box.project), mcp_servers=[])
+        for _ in range(prompts):
+            blocks = [text_block(t) for t in texts]
+            if meta is None:
+                responses.append(await conn.prompt(session_id=session.session_id, prompt=blocks))
+            else:
+                # raw JSON-RPC, so that _meta may hold keys the SDK client would refuse
+                raw = await conn._conn.send_request(
+                    "session/prompt",
+                    {
+                        "sessionId": session.session_id,
+                        "prompt": [b.model_dump(by_alias=True) for b in blocks],
+                        "_meta": meta,
+                    },
+                )
+                responses.append(PromptResponse.model_validate(raw))
+    return client, responses, session.session_id
+
+
+def decisions(response: Any) -> list[str]:
+    return [row["decision"] for row in response.field_meta["toolFailureGuard"]["batches"]]
+
+
+def batches(response: Any) -> list[dict[str, Any]]:
+    return list(response.field_meta["toolFailureGuard"]["batches"])
+
+
+def system_texts(messages: list[Message]) -> list[str]:
+    return [text for m in messages for text in m.texts("system")]
+
+
+def loop_scenario(per_turn: int = 4, turns: int = 5, **extra: Any) -> dict[str, Any]:
+    return {
+        "turns": [{"text": "Reading.", "calls": [READ_MISSING] * per_turn, "repeat": turns}],
+        "final_text": "Gave up.",
+        **extra,
+    }
+
+
+# -- the specification's fixtures ----------------------------------------------------
+
+
+def test_typed_failing_tool_fails_with_its_frozen_type(box: Box) -> None:
+    scenario = box.scenario({"turns": [{"calls": [READ_MISSING]}], "final_text": "No file."})
+    client, [response], sid = run(prompt_once(box, mode="shadow", scenario=scenario))
+
+    assert client.final_statuses() == {"call-p0-t0-0": "failed"}
+    assert response.stop_reason == "end_turn"
+    assert batches(response) == [
+        {
+            "batch": 1,
+            "mode": "shadow",
+            "decision": "tracked",
+            "reason": None,
+            "phaseBefore": "idle",
+            "phaseAfter": "tracking",
+            "failureCount": 1,
+            "batchCount": 1,
+            "reliableInput": True,
+        }
+    ]
+    [result] = [p for m in box.history(sid) for p in m.parts if p.kind == "function_response"]
+    assert (result.status, result.error_type) == ("error", "file_not_found")
+    assert client.agent_texts() == ["No file."]
+
+
+@pytest.mark.parametrize("answer", ["reject", "cancel"])
+def test_permission_refusal_is_a_cancellation_that_resets(box: Box, answer: str) -> None:
+    scenario = box.scenario(
+        {
+            "turns": [
+                {"calls": [READ_MISSING] * 4},
+                {"calls": [{"tool": "write_file", "args": {"path": "a.txt", "content": "x"}}]},
+            ]
+        }
+    )
+    client = RecordingClient(permission=lambda _call: answer)  # type: ignore[arg-type,return-value]
+    client, [response], sid = run(
+        prompt_once(box, mode="enforce", scenario=scenario, client=client)
+    )
+
+    assert [r.title for r in client.permission_requests] == ["Write a.txt"]
+    assert client.final_statuses()["call-p0-t1-0"] == "failed"  # ACP has no cancelled status
+    assert not (box.project / "a.txt").exists()
+    rows = batches(response)
+    assert [(r["decision"], r["reason"]) for r in rows] == [
+        ("tracked", None),
+        ("reset", "cancelled"),
+    ]
+    results = [p for m in box.history(sid) for p in m.parts if p.kind == "function_response"]
+    assert results[-1].status == "cancelled"
+    assert results[-1].error_type is None
+
+
+def test_recovery_after_the_reminder(box: Box) -> None:
+    client, [response], sid = run(prompt_once(box, mode="warn", scenario="recovery"))
+
+    assert response.stop_reason == "end_turn"
+    assert response.field_meta.get("loopType") is None
+    assert [(r["decision"], r["reason"]) for r in batches(response)] == [
+        ("tracked", None),
+        ("warn", None),
+        ("none", None),  # the write succeeded: another tool, neither advance nor reset
+        ("reset", "success"),  # the candidate's own tool succeeded
+    ]
+    history = box.history(sid)
+    assert system_texts(history) == [REPEATED_TOOL_FAILURE_REMINDER]
+    warned = next(m for m in history if REPEATED_TOOL_FAILURE_REMINDER in m.texts("system"))
+    kinds = [p.kind for p in warned.parts]
+    assert kinds == ["function_response"] * 4 + ["system"]
+    assert (box.project / "config.toml").read_text() == "debug = false\n"
+    assert client.agent_texts()[-1] == "Created config.toml and read it back."
+
+
+def test_repeated_failure_stop(box: Box) -> None:
+    client, [response], sid = run(prompt_once(box, mode="enforce", scenario="read-loop"))
+
+    assert response.stop_reason == "end_turn"
+    assert response.field_meta["loopType"] == "repeated_tool_execution_failure"
+    assert decisions(response) == ["tracked", "warn", "stop"]
+    assert client.agent_texts().count(REPEATED_TOOL_FAILURE_STOP_MESSAGE) == 1
+    assert client.agent_texts()[-1] == REPEATED_TOOL_FAILURE_STOP_MESSAGE
+    statuses = client.final_statuses()
+    assert len(statuses) == 12 and set(statuses.values()) == {"failed"}
+    history = box.history(sid)
+    last = history[-1]
+    assert last.kind == "tool_results"
+    assert [p.kind for p in last.parts] == ["function_response"] * 4 + ["notice"]
+    assert last.parts[-1].text == REPEATED_TOOL_FAILURE_STOP_MESSAGE
+    # no model stream after the stop: exactly three model turns
+    assert sum(1 for m in history if m.role == "model") == 3
+    assert system_texts(history) == [REPEATED_TOOL_FAILURE_REMINDER]
+
+
+def test_concurrent_siblings_settle_before_the_batch_is_reduced(box: Box) -> None:
+    client, [response], sid = run(prompt_once(box, mode="enforce", scenario="siblings"))
+
+    assert decisions(response) == ["tracked", "warn", "stop"]
+    assert [r["failureCount"] for r in batches(response)] == [4, 8, 12]
+    events = client.events
+    stop_at = next(i for i, e in enumerate(events) if e.text == REPEATED_TOOL_FAILURE_STOP_MESSAGE)
+    shell_done = next(
+        i for i, e in enumerate(events) if e.call_id == "call-p0-t2-0" and e.status == "completed"
+    )
+    reads_done = [
+        i
+        for i, e in enumerate(events)
+        if e.call_id.startswith("call-p0-t2-") and e.status == "failed"
+    ]
+    # the slow sibling settled last, yet before the stop: never stop mid-batch
+    assert max(reads_done) < shell_done < stop_at
+    # results go back to the model in the model's call order
+    stopped = box.history(sid)[-1]
+    assert [p.call_id for p in stopped.parts if p.kind == "function_response"] == [
+        f"call-p0-t2-{i}" for i in range(5)
+    ]
+    assert stopped.parts[0].text.strip() == "build ok"
+
+
+def test_host_without_drain_method_downgrades_enforce_to_warn(box: Box) -> None:
+    client = RecordingClient(drain="missing")
+    client, [response], sid = run(
+        prompt_once(box, mode="enforce", scenario="read-loop", client=client)
+    )
+
+    assert response.stop_reason == "end_turn"
+    assert "loopType" not in response.field_meta
+    rows = batches(response)
+    assert [(r["decision"], r["reason"], r["reliableInput"]) for r in rows] == [
+        ("reset", "unreliable_input", False),
+        ("tracked", None, True),
+        ("warn", None, True),
+        ("would_stop", None, True),
+        ("none", None, True),
+    ]
+    assert REPEATED_TOOL_FAILURE_STOP_MESSAGE not in client.agent_texts()
+    assert system_texts(box.history(sid)) == [REPEATED_TOOL_FAILURE_REMINDER]
+    assert client.drain_requests == []
+
+
+def test_drain_timeouts_are_unreliable_then_disable_pulling(box: Box) -> None:
+    client = RecordingClient(drain="slow")
+    client, [response], _ = run(
+        prompt_once(
+            box,
+            mode="enforce",
+            scenario="read-loop",
+            client=client,
+            extra_args=["--drain-timeout", "0.05"],
+        )
+    )
+
+    assert len(client.drain_requests) == 3  # the third timeout disables pulling
+    assert [r["reliableInput"] for r in batches(response)] == [False, False, False, True, True]
+    assert "loopType" not in response.field_meta
+
+
+def test_channel_prompt_runs_with_the_guard_off_even_under_enforce(box: Box) -> None:
+    meta = {"qwen.channel.prompt": True, "session_id": "not-this-session"}
+    client, [response], sid = run(prompt_once(box, mode="enforce", scenario="read-loop", meta=meta))
+
+    assert response.stop_reason == "end_turn"
+    assert "loopType" not in response.field_meta
+    report = response.field_meta["toolFailureGuard"]
+    assert report["mode"] == "off"
+    assert set(decisions(response)) == {"none"}
+    assert system_texts(box.history(sid)) == []
+    # off keeps the legacy drain request shape
+    assert client.drain_requests and all(
+        "todoStopGuardWatchQueuedPrompt" not in r for r in client.drain_requests
+    )
+    assert set(client.sessions) == {sid}
+
+
+def test_channel_flag_must_be_true_not_truthy(box: Box) -> None:
+    meta = {"qwen.channel.prompt": "true"}
+    client, [response], _ = run(prompt_once(box, mode="enforce", scenario="read-loop", meta=meta))
+
+    assert response.field_meta["loopType"] == "repeated_tool_execution_failure"
+    assert all(r["todoStopGuardWatchQueuedPrompt"] is True for r in client.drain_requests)
+
+
+def test_shadow_transcript_is_identical_to_off(box: Box) -> None:
+    off_client, [off], off_sid = run(prompt_once(box, mode="off", scenario="read-loop"))
+    shadow_client, [shadow], shadow_sid = run(prompt_once(box, mode="shadow", scenario="read-loop"))
+
+    assert shadow_client.transcript() == off_client.transcript()
+    assert shadow.stop_reason == off.stop_reason == "end_turn"
+    assert set(decisions(off)) == {"none"}
+    assert decisions(shadow)[:3] == ["tracked", "would_warn", "would_stop"]
+
+    def model_view(sid: str) -> list[tuple[str, list[tuple[str, str]]]]:
+        return [(m.kind, [(p.kind, p.text) for p in m.parts]) for m in box.history(sid)]
+
+    assert model_view(shadow_sid) == model_view(off_sid)
+
+
+def test_new_prompt_after_a_stop_gets_a_fresh_guard(box: Box) -> None:
+    scenario = box.scenario(
+        {
+            "prompts": [
+                loop_scenario(),
+                {"turns": [{"calls": [READ_MISSING] * 4, "repeat": 2}], "final_text": "Hm."},
+            ]
+        }
+    )
+    client, [first, second], _ = run(prompt_once(box, mode="enforce", scenario=scenario, prompts=2))
+
+    assert first.field_meta["loopType"] == "repeated_tool_execution_failure"
+    assert second.stop_reason == "end_turn"
+    assert "loopType" not in second.field_meta
+    rows = batches(second)
+    assert [(r["decision"], r["phaseBefore"], r["failureCount"]) for r in rows] == [
+        ("tracked", "idle", 4),
+        ("warn", "tracking", 8),
+    ]
+    assert client.agent_texts()[-1] == "Hm."
+    assert second.field_meta["toolFailureGuard"]["promptId"].endswith("########1")
+
+
+def test_mid_turn_input_resets_and_joins_the_next_model_message(box: Box) -> None:
+    client = RecordingClient(drain_messages={1: ["use the other file"]}, queued_prompt_at=[2])
+    client, [response], sid = run(
+        prompt_once(box, mode="enforce", scenario="read-loop", client=client)
+    )
+
+    assert [(r["decision"], r["reason"]) for r in batches(response)] == [
+        ("tracked", None),
+        ("reset", "external_input"),
+        ("none", None),  # a queued prompt resets; from idle nothing is reported
+        ("tracked", None),
+        ("warn", None),
+    ]
+    history = box.history(sid)
+    with_input = next(m for m in history if m.texts("queued_input"))
+    assert [p.kind for p in with_input.parts] == ["function_response"] * 4 + ["queued_input"]
+    assert with_input.parts[-1].text.endswith("use the other file")
+    assert "loopType" not in response.field_meta
+
+
+def test_model_failure_after_the_reminder_ends_the_prompt_with_that_error(box: Box) -> None:
+    scenario = box.scenario(loop_scenario(on_reminder=[{"model_error": "upstream rate limit"}]))
+    with pytest.raises(RequestError) as caught:
+        run(prompt_once(box, mode="enforce", scenario=scenario))
+
+    assert caught.value.code == -32603
+    assert "upstream rate limit" in json.dumps(caught.value.data)
+
+
+def test_cancel_during_execution_is_cancelled_not_error(box: Box) -> None:
+    scenario = box.scenario(
+        {"turns": [{"calls": [{"tool": "run_shell_command", "args": {"command": "sleep 20"}}]}]}
+    )
+
+    async def go() -> tuple[RecordingClient, Any, str]:
+        client = RecordingClient()
+        async with spawn_guarded_agent(
+            client, mode="enforce", state_dir=box.state, home=box.home, scenario=scenario
+        ) as conn:
+            session = await conn.new_session(cwd=str(box.project), mcp_servers=[])
+            task = asyncio.create_task(
+                conn.prompt(session_id=session.session_id, prompt=[text_block("go")])
+            )
+            while not any(e.status == "in_progress" for e in client.events):
+                await asyncio.sleep(0.01)
+            await conn.cancel(session_id=session.session_id)
+            response = await asyncio.wait_for(task, 10)
+        return client, response, session.session_id
+
+    client, response, sid = run(go())
+    assert response.stop_reason == "cancelled"
+    [result] = [p for m in box.history(sid) for p in m.parts if p.kind == "function_response"]
+    assert result.status == "cancelled"
+    assert client.final_statuses() == {"call-p0-t0-0": "failed"}
+
+
+def test_invalid_params_guard_stops_first_and_latches_its_loop_type(box: Box) -> None:
+    bad = {"tool": "read_file", "args": {"file": "x"}}
+    scenario = box.scenario({"turns": [{"calls": [bad]}, {"calls": [bad]}, {"calls": [bad]}]})
+    client, [response], _ = run(prompt_once(box, mode="enforce", scenario=scenario))
+
+    assert response.field_meta["loopType"] == "invalid_tool_params_stagnation"
+    # the guard saw the first two batches only (not_started resets from idle: none)
+    assert decisions(response) == ["none", "none"]
+    assert len(client.agent_texts()) == 1 and "invalid parameters" in client.agent_texts()[0]
+
+
+def test_project_env_cannot_raise_the_mode(box: Box) -> None:
+    (box.project / ".env").write_text(
+        "QWEN_CODE_ACP_REPEATED_TOOL_FAILURE_GUARD=enforce\n", encoding="utf-8"
+    )
+    _, [response], _ = run(prompt_once(box, mode=None, scenario="read-loop"))
+
+    assert response.field_meta["toolFailureGuard"]["mode"] == "shadow"
+    assert "loopType" not in response.field_meta
+
+
+def test_home_env_file_sets_the_mode(box: Box) -> None:
+    (box.home / ".env").write_text(
+        "export QWEN_CODE_ACP_REPEATED_TOOL_FAILURE_GUARD='enforce'\n", encoding="utf-8"
+    )
+    _, [response], _ = run(prompt_once(box, mode=None, scenario="read-loop"))
+
+    assert response.field_meta["toolFailureGuard"]["mode"] == "enforce"
+    assert response.field_meta["loopType"] == "repeated_tool_execution_failure"
+
+
+def test_bad_scenario_file_is_refused_with_the_key_named(box: Box) -> None:
+    import subprocess
+    import sys
+
+    scenario = box.scenario({"turns": [{"calls": [{"tool": ""}]}]})
+    done = subprocess.run(
+        [sys.executable, "-m", "tool_failure_guard", "agent", "--scenario", scenario],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=30,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "turns[0].calls[0].tool" in done.stderr
