@@ -221,10 +221,10 @@ class RunShellCommand:
         try:
             output, _ = await asyncio.wait_for(process.communicate(), timeout)
         except TimeoutError:
-            _kill(process)
+            await _kill(process)
             raise ToolError("shell_timeout", f"command timed out after {timeout:g}s") from None
         except asyncio.CancelledError:
-            _kill(process)
+            await _kill(process)
             raise
         output = output[:MAX_OUTPUT_BYTES]
         if process.returncode != 0:
@@ -235,9 +235,12 @@ class RunShellCommand:
         return output
 
 
-def _kill(process: asyncio.subprocess.Process) -> None:
+async def _kill(process: asyncio.subprocess.Process) -> None:
+    """Kill the command's process group and reap it (so its pipes close cleanly)."""
     with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, 9)
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(process.communicate(), 5)
 
 
 def default_tools() -> dict[str, Tool]:

@@ -1,0 +1,89 @@
+"""Env files: settings are merged; the guard mode is refused from project-controlled sources."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import pytest
+
+from guard import GUARD_MODE_ENV_VAR, GuardMode
+from session.envconfig import load_env, parse_env_file
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    path = tmp_path / "project"
+    (path / ".qwen").mkdir(parents=True)
+    return path
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    path = tmp_path / "home"
+    (path / ".qwen").mkdir(parents=True)
+    return path
+
+
+def test_project_env_saying_enforce_leaves_the_mode_at_shadow(
+    project: Path, home: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    (project / ".env").write_text(f"{GUARD_MODE_ENV_VAR}=enforce\n")
+    with caplog.at_level(logging.WARNING):
+        config = load_env(project, home=home, environ={})
+    assert config.guard_mode() is GuardMode.SHADOW
+    assert [r.variable for r in config.refused] == [GUARD_MODE_ENV_VAR]
+    assert "project .env" in config.refused[0].source
+    assert "deployment policy" in caplog.text
+
+
+@pytest.mark.parametrize(
+    "relative", [".qwen/.env", ".qwen/settings.json"], ids=["qwen-env", "settings"]
+)
+def test_every_project_source_is_refused(project: Path, home: Path, relative: str) -> None:
+    path = project / relative
+    if path.suffix == ".json":
+        path.write_text(json.dumps({"env": {GUARD_MODE_ENV_VAR: "enforce"}}))
+    else:
+        path.write_text(f"{GUARD_MODE_ENV_VAR}=enforce\n")
+    assert load_env(project, home=home, environ={}).guard_mode() is GuardMode.SHADOW
+
+
+def test_user_settings_env_map_is_refused_too(project: Path, home: Path) -> None:
+    (home / ".qwen" / "settings.json").write_text(json.dumps({"env": {GUARD_MODE_ENV_VAR: "warn"}}))
+    assert load_env(project, home=home, environ={}).guard_mode() is GuardMode.SHADOW
+
+
+@pytest.mark.parametrize("relative", [".env", ".qwen/.env"])
+def test_home_env_files_are_honoured(project: Path, home: Path, relative: str) -> None:
+    (home / relative).write_text(f"export {GUARD_MODE_ENV_VAR}=' Warn '\n")
+    assert load_env(project, home=home, environ={}).guard_mode() is GuardMode.WARN
+
+
+def test_the_exported_process_environment_wins(project: Path, home: Path) -> None:
+    (home / ".env").write_text(f"{GUARD_MODE_ENV_VAR}=warn\n")
+    config = load_env(project, home=home, environ={GUARD_MODE_ENV_VAR: "enforce"})
+    assert config.guard_mode() is GuardMode.ENFORCE
+    assert config.origins[GUARD_MODE_ENV_VAR] == "process environment"
+
+
+def test_other_settings_still_come_from_project_files(project: Path, home: Path) -> None:
+    (project / ".env").write_text("TOOL_FAILURE_GUARD_MAX_TOOL_CALLS=7\n")
+    (home / ".env").write_text("TOOL_FAILURE_GUARD_MAX_TOOL_CALLS=9\nOTHER=1\n")
+    config = load_env(project, home=home, environ={})
+    assert config.get("TOOL_FAILURE_GUARD_MAX_TOOL_CALLS") == "7"
+    assert config.get("OTHER") == "1"
+
+
+def test_invalid_mode_falls_back_to_shadow(project: Path, home: Path) -> None:
+    config = load_env(project, home=home, environ={GUARD_MODE_ENV_VAR: "loud"})
+    assert config.guard_mode() is GuardMode.SHADOW
+
+
+def test_env_file_syntax(caplog: pytest.LogCaptureFixture) -> None:
+    text = '# comment\nA=1\nexport B="two words"\nC=3 # trailing\nnot a line\n'
+    with caplog.at_level(logging.WARNING):
+        values = parse_env_file(text, "x.env")
+    assert values == {"A": "1", "B": "two words", "C": "3"}
+    assert "x.env:5" in caplog.text
