@@ -591,6 +591,9 @@ class _PromptRun:
             return await self._stop(loop_type, responses)
 
         drained = await s.drain.drain(watch_queued_prompt=self.mode is not GuardMode.OFF)
+        if drained.has_queued_prompt:
+            # A full prompt waits in the host's queue: no automatic continuation before it.
+            self.todo_guard.suspend()
         failure_count_before = self.guard.failure_count
         batch_count_before = self.guard.batch_count
         decision = self.guard.observe(receipt, drained.boundary())

@@ -1,0 +1,193 @@
+"""The prompt loop in-process: telemetry calls and their isolation, todo continuation."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+from acp.schema import PermissionOption, RequestPermissionResponse, ToolCallUpdate
+
+from guard import (
+    REPEATED_TOOL_FAILURE_REMINDER,
+    BatchReceipt,
+    Decision,
+    GuardMode,
+    RepeatedToolFailureGuard,
+)
+from session.drain import MidTurnInput
+from session.executor import Executor
+from session.history import HistoryStore
+from session.loop import TODO_CONTINUATION_MESSAGE, GuardedSession, SessionOptions
+from session.model import ScriptedModel, load_scenario, parse_scenario
+from session.telemetry import GuardTelemetry, NullTelemetry
+from session.tools import ToolContext, default_tools
+
+READ_MISSING = {"tool": "read_file", "args": {"path": "missing.txt"}}
+
+
+class FakeClient:
+    def __init__(self) -> None:
+        self.updates: list[Any] = []
+
+    async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
+        self.updates.append(update.model_dump(mode="json", by_alias=True, exclude_none=True))
+
+    async def request_permission(
+        self, session_id: str, tool_call: ToolCallUpdate, options: list[PermissionOption], **_: Any
+    ) -> RequestPermissionResponse:
+        raise AssertionError("no permission expected")
+
+    async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        return {"messages": [], "hasQueuedPrompt": False}
+
+
+class RecordingTelemetry:
+    def __init__(self, fail: bool = False) -> None:
+        self.fail = fail
+        self.decisions: list[tuple[str, int, int, int, int]] = []
+        self.loops: list[tuple[str, str]] = []
+        self.settled: list[tuple[str, str | None, str | None]] = []
+
+    def guard_decision(
+        self,
+        *,
+        prompt_id: str,
+        mode: GuardMode,
+        decision: Decision,
+        guard: RepeatedToolFailureGuard,
+        failure_count_before: int,
+        batch_count_before: int,
+        receipt: BatchReceipt,
+    ) -> None:
+        self.decisions.append(
+            (
+                decision.kind.value,
+                failure_count_before,
+                batch_count_before,
+                guard.failure_count,
+                guard.batch_count,
+            )
+        )
+        if self.fail:
+            raise RuntimeError("sink down")
+
+    def loop_detected(self, *, prompt_id: str, loop_type: str) -> None:
+        self.loops.append((prompt_id, loop_type))
+        if self.fail:
+            raise RuntimeError("sink down")
+
+    def tool_call_settled(
+        self, *, terminal_status: str, execution_status: str | None, tool_type: str | None
+    ) -> None:
+        self.settled.append((terminal_status, execution_status, tool_type))
+        if self.fail:
+            raise RuntimeError("sink down")
+
+
+def run_prompt(
+    tmp_path: Path, scenario: Any, mode: GuardMode, telemetry: GuardTelemetry
+) -> tuple[GuardedSession, FakeClient, Any]:
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    client = FakeClient()
+    store = HistoryStore(tmp_path / "state")
+    store.create("s1", str(tmp_path))
+    session = GuardedSession(
+        session_id="s1",
+        client=client,
+        model=ScriptedModel(scenario),
+        executor_factory=lambda s: Executor(
+            default_tools(), ToolContext(cwd=tmp_path), s.ask_permission
+        ),
+        store=store,
+        telemetry=telemetry,
+        mode=mode,
+        drain=MidTurnInput("s1", client.ext_method),
+        options=SessionOptions(report_decisions=True),
+    )
+    response = asyncio.run(session.run_prompt(["go"], channel=False))
+    return session, client, response
+
+
+def test_telemetry_gets_counts_read_before_observe(tmp_path: Path) -> None:
+    sink = RecordingTelemetry()
+    _, _, response = run_prompt(tmp_path, load_scenario("read-loop"), GuardMode.ENFORCE, sink)
+
+    assert sink.decisions == [
+        ("tracked", 0, 0, 4, 1),
+        ("warn", 4, 1, 8, 2),
+        ("stop", 8, 2, 12, 3),
+    ]
+    assert [loop for _, loop in sink.loops] == ["repeated_tool_execution_failure"]
+    assert sink.loops[0][0] == response.field_meta["toolFailureGuard"]["promptId"]
+    assert sink.settled == [("error", "error", "native")] * 12
+
+
+def test_off_mode_reports_no_decisions_but_still_settled_calls(tmp_path: Path) -> None:
+    sink = RecordingTelemetry()
+    run_prompt(tmp_path, load_scenario("read-loop"), GuardMode.OFF, sink)
+    assert sink.decisions == [] and sink.loops == []
+    assert len(sink.settled) == 20
+
+
+@pytest.mark.parametrize("mode", [GuardMode.SHADOW, GuardMode.ENFORCE])
+def test_a_failing_sink_never_changes_control_flow(tmp_path: Path, mode: GuardMode) -> None:
+    _, quiet_client, quiet = run_prompt(
+        tmp_path / "a", load_scenario("read-loop"), mode, NullTelemetry()
+    )
+    failing = RecordingTelemetry(fail=True)
+    _, loud_client, loud = run_prompt(tmp_path / "b", load_scenario("read-loop"), mode, failing)
+
+    assert loud_client.updates == quiet_client.updates
+    assert loud.stop_reason == quiet.stop_reason
+    assert loud.field_meta.get("loopType") == quiet.field_meta.get("loopType")
+    assert failing.decisions  # the sink was called, and raised every time
+
+
+def test_todo_stop_guard_continues_with_the_guard_off(tmp_path: Path) -> None:
+    open_todo = [{"content": "read the file", "status": "pending"}]
+    scenario = parse_scenario(
+        {
+            "turns": [
+                {"calls": [READ_MISSING] * 4, "todos": open_todo},
+                {"text": "I will stop here."},
+                {"calls": [READ_MISSING] * 4},
+                {"calls": [READ_MISSING] * 4},
+            ],
+            "final_text": "done",
+        },
+        "todo.json",
+    )
+    session, _, response = run_prompt(tmp_path, scenario, GuardMode.ENFORCE, NullTelemetry())
+
+    rows = response.field_meta["toolFailureGuard"]["batches"]
+    assert [(r["mode"], r["decision"]) for r in rows] == [
+        ("enforce", "tracked"),
+        ("off", "none"),
+        ("off", "none"),
+    ]
+    kinds = [m.kind for m in session.history]
+    assert kinds.count("continuation") == 3  # the todo item is never completed: capped
+    assert session.history[kinds.index("continuation")].texts("system") == [
+        TODO_CONTINUATION_MESSAGE
+    ]
+    first_results = next(m for m in session.history if m.kind == "tool_results")
+    assert first_results.texts("system") == ["System: todo list has open items: read the file"]
+    assert "loopType" not in response.field_meta
+
+
+def test_a_stop_suspends_the_todo_stop_guard(tmp_path: Path) -> None:
+    open_todo = [{"content": "read the file", "status": "in_progress"}]
+    scenario = parse_scenario(
+        {"turns": [{"calls": [READ_MISSING] * 4, "todos": open_todo, "repeat": 4}]}, "t.json"
+    )
+    session, _, response = run_prompt(tmp_path, scenario, GuardMode.ENFORCE, NullTelemetry())
+
+    assert response.field_meta["loopType"] == "repeated_tool_execution_failure"
+    assert [m.kind for m in session.history].count("continuation") == 0
+    warned = [m for m in session.history if REPEATED_TOOL_FAILURE_REMINDER in m.texts("system")]
+    assert len(warned) == 1
+    # [function responses, todo reminder, REMINDER]
+    assert [p.kind for p in warned[0].parts][-2:] == ["system", "system"]
+    assert warned[0].parts[-1].text == REPEATED_TOOL_FAILURE_REMINDER
