@@ -440,3 +440,41 @@ def test_bad_scenario_file_is_refused_with_the_key_named(box: Box) -> None:
     )
     assert done.returncode == 2
     assert "turns[0].calls[0].tool" in done.stderr
+
+
+def test_pushed_steering_input_is_a_reliable_boundary_and_resets(box: Box) -> None:
+    async def go() -> tuple[RecordingClient, Any, Any, list[dict[str, Any]], str]:
+        client = RecordingClient(drain="missing")
+        async with spawn_guarded_agent(
+            client, mode="enforce", state_dir=box.state, home=box.home, scenario="siblings"
+        ) as conn:
+            init = await conn.initialize(protocol_version=1)
+            session = await conn.new_session(cwd=str(box.project), mcp_servers=[])
+            params = {"sessionId": session.session_id, "prompt": [{"type": "text", "text": "hi"}]}
+            outcomes = [await conn.ext_method("session/steering", params)]
+            task = asyncio.create_task(
+                conn.prompt(session_id=session.session_id, prompt=[text_block("go")])
+            )
+            # push while the third batch runs (its slow shell sibling is in progress)
+            while not any(e.call_id == "call-p0-t2-0" for e in client.events):
+                await asyncio.sleep(0.01)
+            outcomes.append(await conn.ext_method("session/steering", params))
+            response = await task
+        return client, init, response, outcomes, session.session_id
+
+    client, init, response, outcomes, sid = run(go())
+    assert init.field_meta == {"steering": {"supported": True}}
+    assert [o["outcome"] for o in outcomes] == ["promptRequired", "injected"]
+    rows = batches(response)
+    assert [(r["decision"], r["reason"], r["reliableInput"]) for r in rows] == [
+        ("reset", "unreliable_input", False),  # no pull drain on this host
+        ("tracked", None, True),  # later boundaries: the agent-side queue, reliable
+        ("reset", "external_input", True),  # the pushed input
+        ("tracked", None, True),
+    ]
+    steered = [m for m in box.history(sid) if m.texts("queued_input")]
+    assert len(steered) == 1
+    assert steered[0].texts("queued_input") == ["[User message received during tool execution]: hi"]
+    assert "[User message received during tool execution]: hi" in [
+        e.text for e in client.events if e.kind == "user"
+    ]
