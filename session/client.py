@@ -202,8 +202,13 @@ async def spawn_guarded_agent(
     scenario: str = "read-loop",
     extra_args: Sequence[str] = (),
     extra_env: Mapping[str, str] | None = None,
+    stderr: Any = None,
 ) -> AsyncIterator[Any]:
-    """Spawn the agent, initialize it, and yield the client-side connection."""
+    """Spawn the agent, initialize it, and yield the client-side connection.
+
+    ``stderr`` is where the agent's stderr goes: None inherits ours (never a pipe
+    nobody reads: an agent that logs a lot would block on it).
+    """
     args = [
         "-m",
         "tool_failure_guard",
@@ -220,7 +225,7 @@ async def spawn_guarded_agent(
         sys.executable,
         *args,
         env=agent_environment(mode, home=home, extra=extra_env),
-        transport_kwargs={"stderr": None},
+        transport_kwargs={"stderr": stderr},
     ) as (conn, _process):
         await conn.initialize(
             protocol_version=PROTOCOL_VERSION,

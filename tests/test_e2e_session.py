@@ -22,6 +22,7 @@ from acp.schema import PromptResponse
 from guard import REPEATED_TOOL_FAILURE_REMINDER, REPEATED_TOOL_FAILURE_STOP_MESSAGE
 from session.client import RecordingClient, spawn_guarded_agent
 from session.history import HistoryStore, Message
+from session.telemetry import GUARD_LOG_EVENT, LOOP_DETECTED_EVENT
 
 T = TypeVar("T")
 READ_MISSING = {"tool": "read_file", "args": {"path": "missing.txt"}}
@@ -478,3 +479,26 @@ def test_pushed_steering_input_is_a_reliable_boundary_and_resets(box: Box) -> No
     assert "[User message received during tool execution]: hi" in [
         e.text for e in client.events if e.kind == "user"
     ]
+
+
+def test_console_telemetry_reports_on_stderr_and_leaves_the_protocol_alone(box: Box) -> None:
+    log = box.root / "agent.stderr"
+
+    async def go() -> Any:
+        with log.open("w") as stderr:
+            async with spawn_guarded_agent(
+                RecordingClient(),
+                mode="enforce",
+                state_dir=box.state,
+                home=box.home,
+                extra_args=["--telemetry", "console"],
+                stderr=stderr,
+            ) as conn:
+                session = await conn.new_session(cwd=str(box.project), mcp_servers=[])
+                return await conn.prompt(session_id=session.session_id, prompt=[text_block("go")])
+
+    response = run(go())
+    assert response.field_meta["loopType"] == "repeated_tool_execution_failure"
+    text = log.read_text()
+    assert text.count(f'"event_name": "{GUARD_LOG_EVENT}"') == 3  # tracked, warned, stopped
+    assert text.count(f'"event_name": "{LOOP_DETECTED_EVENT}"') == 1
