@@ -99,6 +99,8 @@ class AgentConfig:
     telemetry: GuardTelemetry = attrs.field(factory=NullTelemetry)
     drain_timeout: float = DEFAULT_DRAIN_TIMEOUT
     report_decisions: bool = False
+    #: ``--max-tool-calls``; None: ``TOOL_FAILURE_GUARD_MAX_TOOL_CALLS`` or the default.
+    tool_call_cap: int | None = None
 
 
 def _prompt_texts(prompt: list[Any]) -> list[str]:
@@ -167,7 +169,9 @@ class GuardedAgent:
         project = Path(cwd)
         env = load_env(project)
         mode = env.guard_mode()  # resolved once, when the session is created
-        cap = int(_positive(env.get(TOOL_CALL_CAP_ENV_VAR), DEFAULT_TOOL_CALL_CAP, "cap"))
+        cap = self.config.tool_call_cap or int(
+            _positive(env.get(TOOL_CALL_CAP_ENV_VAR), DEFAULT_TOOL_CALL_CAP, TOOL_CALL_CAP_ENV_VAR)
+        )
         shell_timeout = _positive(
             env.get(SHELL_TIMEOUT_ENV_VAR), DEFAULT_SHELL_TIMEOUT, SHELL_TIMEOUT_ENV_VAR
         )

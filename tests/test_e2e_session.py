@@ -502,3 +502,30 @@ def test_console_telemetry_reports_on_stderr_and_leaves_the_protocol_alone(box: 
     text = log.read_text()
     assert text.count(f'"event_name": "{GUARD_LOG_EVENT}"') == 3  # tracked, warned, stopped
     assert text.count(f'"event_name": "{LOOP_DETECTED_EVENT}"') == 1
+
+
+def test_tool_call_cap_is_consulted_after_the_guard(box: Box) -> None:
+    client, [shadow], sid = run(
+        prompt_once(box, mode="shadow", scenario="read-loop", extra_args=["--max-tool-calls", "6"])
+    )
+    assert shadow.stop_reason == "max_turn_requests"
+    assert shadow.field_meta["loopType"] == "tool_call_cap"
+    assert decisions(shadow) == ["tracked", "would_warn"]  # the guard ran before the cap
+    assert "tool-call limit" in client.agent_texts()[-1]
+    assert box.history(sid)[-1].parts[-1].kind == "notice"
+
+    _, [enforce], _ = run(
+        prompt_once(
+            box, mode="enforce", scenario="read-loop", extra_args=["--max-tool-calls", "12"]
+        )
+    )
+    # both would stop batch 3: the guard comes first and latches its loop type
+    assert enforce.field_meta["loopType"] == "repeated_tool_execution_failure"
+    assert enforce.stop_reason == "end_turn"
+
+
+def test_project_env_may_set_other_settings(box: Box) -> None:
+    (box.project / ".env").write_text("TOOL_FAILURE_GUARD_MAX_TOOL_CALLS=4\n", encoding="utf-8")
+    _, [response], _ = run(prompt_once(box, mode="shadow", scenario="read-loop"))
+    assert response.field_meta["loopType"] == "tool_call_cap"
+    assert decisions(response) == ["tracked"]

@@ -39,6 +39,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="timeout of one mid-turn drain request (default: 2)",
     )
     parser.add_argument(
+        "--max-tool-calls",
+        type=int,
+        default=None,
+        metavar="N",
+        help="per-prompt tool-call cap (default: $TOOL_FAILURE_GUARD_MAX_TOOL_CALLS or 100)",
+    )
+    parser.add_argument(
         "--report-decisions",
         action="store_true",
         help="add a per-batch guard decision table to each prompt response's _meta",
@@ -71,6 +78,9 @@ def run(args: argparse.Namespace) -> int:
     if args.drain_timeout <= 0:
         print("tool-failure-guard agent: --drain-timeout must be positive", file=sys.stderr)
         return 2
+    if args.max_tool_calls is not None and args.max_tool_calls < 1:
+        print("tool-failure-guard agent: --max-tool-calls must be at least 1", file=sys.stderr)
+        return 2
     try:
         telemetry = build_telemetry(args.telemetry)
     except ValueError as exc:
@@ -82,6 +92,7 @@ def run(args: argparse.Namespace) -> int:
         telemetry=telemetry,
         drain_timeout=args.drain_timeout,
         report_decisions=args.report_decisions,
+        tool_call_cap=args.max_tool_calls,
     )
     try:
         asyncio.run(serve(GuardedAgent(config)))
