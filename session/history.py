@@ -26,6 +26,8 @@ import attrs
 #: Environment variable naming the state directory (``--state-dir`` wins).
 STATE_DIR_ENV_VAR = "TOOL_FAILURE_GUARD_STATE_DIR"
 FORMAT_VERSION = 1
+#: The record appended after a torn line (a crash mid-write) before the next record.
+_TORN_MARKER = {"type": "torn_line"}
 
 PartKind = Literal[
     "text",  # user prompt text, or the model's own text
@@ -183,8 +185,14 @@ class HistoryStore:
     def _append_line(path: Path, data: Mapping[str, Any]) -> None:
         line = json.dumps(data, ensure_ascii=False, separators=(",", ":")) + "\n"
         try:
-            with path.open("a", encoding="utf-8") as handle:
-                handle.write(line)
+            with path.open("a+b") as handle:
+                if handle.tell() > 0:
+                    handle.seek(-1, os.SEEK_END)
+                    if handle.read(1) != b"\n":
+                        # The previous write was torn (a crash mid-line): end that line
+                        # and mark it, so the loader skips it instead of failing.
+                        line = "\n" + json.dumps(_TORN_MARKER) + "\n" + line
+                handle.write(line.encode("utf-8"))
                 handle.flush()
                 os.fsync(handle.fileno())
         except OSError as exc:
@@ -219,12 +227,22 @@ def _parse_lines(lines: list[str], path: Path) -> Iterator[tuple[int, dict[str, 
         try:
             data = json.loads(line)
         except json.JSONDecodeError as exc:
-            if number == len(lines):  # a torn last line (crash mid-write): ignore it
-                return
+            torn = number == len(lines) or _is_torn_marker(lines[number])
+            if torn:  # a torn line (crash mid-write): the record was never complete
+                continue
             raise HistoryError(f"{path}:{number}: not JSON: {exc.msg}") from exc
+        if data == _TORN_MARKER:
+            continue
         if not isinstance(data, dict):
             raise HistoryError(f"{path}:{number}: a record must be an object")
         yield number, data
+
+
+def _is_torn_marker(line: str) -> bool:
+    try:
+        return bool(json.loads(line) == _TORN_MARKER)
+    except json.JSONDecodeError:
+        return False
 
 
 def answered_call_ids(messages: list[Message]) -> set[str]:

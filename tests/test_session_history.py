@@ -85,13 +85,16 @@ def test_corrupt_lines_name_the_line(tmp_path: Path) -> None:
         store.load("s1")
 
 
-def test_a_torn_last_line_is_ignored(tmp_path: Path) -> None:
+def test_a_torn_line_is_ignored_and_appending_after_it_stays_loadable(tmp_path: Path) -> None:
     store = HistoryStore(tmp_path)
     store.create("s1", "/work")
     store.append("s1", sample()[0])
     with store.path("s1").open("a") as handle:
         handle.write('{"type": "mess')
     assert len(store.load("s1")[1]) == 1
+    store.append("s1", sample()[1])
+    store.append("s1", sample()[2])
+    assert store.load("s1")[1] == sample()
 
 
 def test_session_ids_cannot_escape_the_state_dir(tmp_path: Path) -> None:
