@@ -89,8 +89,8 @@ class CallOutcome:
 PostProcessor = Callable[[CallOutcome], CallOutcome]
 
 
-class _Cancelled(Exception):
-    pass
+class Cancelled(Exception):
+    """``session/cancel`` arrived before the awaited work finished."""
 
 
 class Executor:
@@ -127,8 +127,8 @@ class Executor:
             return _cancelled(call, tool, "not_started", "cancelled before execution")
         if tool.needs_permission:
             try:
-                answer = await _race(self._ask_permission(call, tool, args), cancelled)
-            except _Cancelled:
+                answer = await race_cancel(self._ask_permission(call, tool, args), cancelled)
+            except Cancelled:
                 return _cancelled(call, tool, "not_started", "cancelled before execution")
             if answer in (PermissionAnswer.REJECTED, PermissionAnswer.CANCELLED):
                 return _cancelled(call, tool, "not_started", "the user did not allow this call")
@@ -149,9 +149,9 @@ class Executor:
         raw = b""
         message = ""
         try:
-            raw = await _race(tool.run(args, self._context), cancelled)
+            raw = await race_cancel(tool.run(args, self._context), cancelled)
             execution_status, execution_error_type = "success", None
-        except _Cancelled:
+        except Cancelled:
             return _cancelled(call, tool, "cancelled", "cancelled during execution")
         except ToolError as exc:
             execution_error_type = exc.error_type
@@ -261,8 +261,8 @@ def _cancelled(call: FunctionCall, tool: Tool, execution_status: str, message: s
     )
 
 
-async def _race(work: Awaitable[_T], cancelled: asyncio.Event) -> _T:
-    """Await ``work`` unless ``cancelled`` is set first (then raise _Cancelled)."""
+async def race_cancel(work: Awaitable[_T], cancelled: asyncio.Event) -> _T:
+    """Await ``work`` unless ``cancelled`` is set first: then cancel it and raise Cancelled."""
     task = asyncio.ensure_future(work)
     waiter = asyncio.ensure_future(cancelled.wait())
     try:
@@ -277,4 +277,4 @@ async def _race(work: Awaitable[_T], cancelled: asyncio.Event) -> _T:
     task.cancel()
     with contextlib.suppress(BaseException):  # the cancelled work's own outcome is irrelevant
         await task
-    raise _Cancelled
+    raise Cancelled

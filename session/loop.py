@@ -58,7 +58,14 @@ from guard import (
     RepeatedToolFailureGuard,
 )
 from session.drain import QUEUED_INPUT_PREFIX, DrainResult, MidTurnInput
-from session.executor import CallOutcome, Executor, FunctionCall, PermissionAnswer
+from session.executor import (
+    CallOutcome,
+    Cancelled,
+    Executor,
+    FunctionCall,
+    PermissionAnswer,
+    race_cancel,
+)
 from session.history import HistoryStore, HistoryWriteError, Message, Part, answered_call_ids
 from session.model import Model, ModelError, ModelTurn, TodoItem
 from session.protections import (
@@ -401,7 +408,9 @@ class _PromptRun:
             if s._cancelled.is_set():
                 return self._end("cancelled")
             try:
-                turn = await s.model.generate(tuple(s.history))
+                turn = await race_cancel(s.model.generate(tuple(s.history)), s._cancelled)
+            except Cancelled:
+                return self._end("cancelled")
             except ModelError as exc:
                 raise RequestError.internal_error(
                     {"details": f"model request failed: {exc}"}
