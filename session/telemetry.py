@@ -513,6 +513,13 @@ _OTLP_PACKAGES: Final[Mapping[str, tuple[str, str, str]]] = {
 }
 
 
+class TelemetryConfigurationError(ValueError):
+    """The requested telemetry cannot be built (unsupported protocol, missing exporter).
+
+    A ``ValueError`` so that the CLI reports it like any other bad option value.
+    """
+
+
 def _otlp_protocol(signal: str) -> str:
     """The OTLP protocol for ``signal`` per the standard variables (default http/protobuf)."""
     value = os.environ.get(f"OTEL_EXPORTER_OTLP_{signal}_PROTOCOL") or os.environ.get(
@@ -520,7 +527,7 @@ def _otlp_protocol(signal: str) -> str:
     )
     protocol = value.strip().lower()
     if protocol not in _OTLP_PACKAGES:
-        raise ValueError(
+        raise TelemetryConfigurationError(
             f"OTLP protocol {value!r} is not supported; expected one of {sorted(_OTLP_PACKAGES)}"
         )
     return protocol
@@ -533,7 +540,7 @@ def _otlp_exporter(signal: str, class_name: str) -> Any:
     try:
         module = importlib.import_module(module_name)
     except ImportError as error:
-        raise RuntimeError(
+        raise TelemetryConfigurationError(
             f"--telemetry otlp needs the package {distribution!r}, which is not installed "
             f"(pip install {distribution})"
         ) from error

@@ -7,6 +7,7 @@ back through the SDK's in-memory metric reader and log exporter.
 
 from __future__ import annotations
 
+import logging
 import sys
 import types
 from collections.abc import Iterable, Sequence
@@ -43,6 +44,7 @@ from session.telemetry import (
     LoopDetectedEvent,
     NullTelemetry,
     OpenTelemetrySink,
+    TelemetryConfigurationError,
     batch_count_bucket,
     build_telemetry,
     failure_count_bucket,
@@ -612,15 +614,33 @@ def test_otlp_without_the_exporter_package_names_it(monkeypatch: pytest.MonkeyPa
     monkeypatch.delenv("OTEL_EXPORTER_OTLP_PROTOCOL", raising=False)
     monkeypatch.delenv("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL", raising=False)
     monkeypatch.setitem(sys.modules, _HTTP_METRIC, None)  # makes the import fail
-    with pytest.raises(RuntimeError, match="opentelemetry-exporter-otlp-proto-http"):
+    with pytest.raises(TelemetryConfigurationError, match="otlp-proto-http"):
         build_telemetry("otlp")
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
     monkeypatch.setitem(sys.modules, _GRPC_METRIC, None)
-    with pytest.raises(RuntimeError, match="opentelemetry-exporter-otlp-proto-grpc"):
+    with pytest.raises(TelemetryConfigurationError, match="otlp-proto-grpc"):
         build_telemetry("otlp")
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "carrier-pigeon")
-    with pytest.raises(ValueError, match="carrier-pigeon"):
+    with pytest.raises(TelemetryConfigurationError, match="carrier-pigeon"):
         build_telemetry("otlp")
+
+
+def test_agent_cli_reports_a_missing_otlp_exporter_as_a_bad_option(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tool_failure_guard.cli import main
+
+    root = logging.getLogger()
+    monkeypatch.setattr(root, "handlers", [])  # the agent's basicConfig stays in this test
+    monkeypatch.setattr(root, "level", root.level)
+    assert issubclass(TelemetryConfigurationError, ValueError)  # what the CLI catches
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_PROTOCOL", raising=False)
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL", raising=False)
+    monkeypatch.setitem(sys.modules, _HTTP_METRIC, None)
+    assert main(["agent", "--telemetry", "otlp"]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert "opentelemetry-exporter-otlp-proto-http" in err
 
 
 class FakeOTLPMetricExporter(MetricExporter):
