@@ -529,3 +529,26 @@ def test_project_env_may_set_other_settings(box: Box) -> None:
     _, [response], _ = run(prompt_once(box, mode="shadow", scenario="read-loop"))
     assert response.field_meta["loopType"] == "tool_call_cap"
     assert decisions(response) == ["tracked"]
+
+
+def test_shell_loop_is_stopped_although_reads_succeed_beside_it(box: Box) -> None:
+    client, [response], sid = run(prompt_once(box, mode="enforce", scenario="shell-loop"))
+
+    rows = batches(response)
+    assert [(r["decision"], r["failureCount"]) for r in rows] == [
+        ("none", 0),  # the write succeeded: no candidate
+        ("tracked", 2),
+        ("tracked", 4),
+        ("tracked", 6),
+        ("warn", 8),
+        ("stop", 10),
+    ]
+    assert response.field_meta["loopType"] == "repeated_tool_execution_failure"
+    assert (box.project / "notes.txt").read_text() == "run the tests\n"
+    last = box.history(sid)[-1]
+    assert [(p.name, p.status) for p in last.parts if p.kind == "function_response"] == [
+        ("run_shell_command", "error"),
+        ("run_shell_command", "error"),
+        ("read_file", "success"),
+    ]
+    assert [r.title for r in client.permission_requests][:2] == ["Write notes.txt", "Run exit 3"]
