@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -96,6 +96,15 @@ async def prompt_once(
                 )
                 responses.append(PromptResponse.model_validate(raw))
     return client, responses, session.session_id
+
+
+async def wait_until(condition: Callable[[], bool]) -> None:
+    """Poll ``condition``; a bound keeps a broken agent from hanging the suite."""
+    for _ in range(2000):
+        if condition():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("condition never became true")
 
 
 def decisions(response: Any) -> list[str]:
@@ -382,8 +391,7 @@ def test_cancel_during_execution_is_cancelled_not_error(box: Box) -> None:
             task = asyncio.create_task(
                 conn.prompt(session_id=session.session_id, prompt=[text_block("go")])
             )
-            while not any(e.status == "in_progress" for e in client.events):
-                await asyncio.sleep(0.01)
+            await wait_until(lambda: any(e.status == "in_progress" for e in client.events))
             await conn.cancel(session_id=session.session_id)
             response = await asyncio.wait_for(task, 10)
         return client, response, session.session_id
@@ -457,8 +465,7 @@ def test_pushed_steering_input_is_a_reliable_boundary_and_resets(box: Box) -> No
                 conn.prompt(session_id=session.session_id, prompt=[text_block("go")])
             )
             # push while the third batch runs (its slow shell sibling is in progress)
-            while not any(e.call_id == "call-p0-t2-0" for e in client.events):
-                await asyncio.sleep(0.01)
+            await wait_until(lambda: any(e.call_id == "call-p0-t2-0" for e in client.events))
             outcomes.append(await conn.ext_method("session/steering", params))
             response = await task
         return client, init, response, outcomes, session.session_id
