@@ -21,7 +21,8 @@ READ_MISSING = {"tool": "read_file", "args": {"path": "missing.txt"}}
 
 
 def run(coro: Coroutine[Any, Any, T]) -> T:
-    return asyncio.run(coro)
+    """Run one client scenario; the bound keeps a hung agent from hanging the suite."""
+    return asyncio.run(asyncio.wait_for(coro, 60))
 
 
 @pytest.fixture

@@ -54,7 +54,8 @@ def box(tmp_path: Path) -> Box:
 
 
 def run(coro: Coroutine[Any, Any, T]) -> T:
-    return asyncio.run(coro)
+    """Run one client scenario; the bound keeps a hung agent from hanging the suite."""
+    return asyncio.run(asyncio.wait_for(coro, 60))
 
 
 async def prompt_once(
