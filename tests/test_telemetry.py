@@ -8,9 +8,11 @@ back through the SDK's in-memory metric reader and log exporter.
 from __future__ import annotations
 
 import logging
+import re
 import sys
 import types
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
@@ -710,3 +712,50 @@ def test_otel_sdk_disabled_silences_the_console_sink(
     sink.loop_detected(prompt_id="p", loop_type="tool_call_cap")
     sink.shutdown()
     assert capsys.readouterr() == ("", "")
+
+
+# -- docs/telemetry.md stays true ----------------------------------------------------
+
+_DOC = Path(__file__).resolve().parent.parent / "docs" / "telemetry.md"
+
+
+def _doc_table(name: str) -> list[list[str]]:
+    text = _DOC.read_text(encoding="utf-8")
+    body = text.split(f"<!-- {name}:begin -->", 1)[1].split(f"<!-- {name}:end -->", 1)[0]
+    rows = [line for line in body.strip().splitlines() if line.startswith("|")]
+    return [[cell.strip() for cell in row.strip("|").split("|")] for row in rows[2:]]
+
+
+def _ticked(cell: str) -> set[str]:
+    return set(re.findall(r"`([^`]+)`", cell))
+
+
+def test_doc_signal_names_match_the_code() -> None:
+    names = {name for _, _, cell in _doc_table("telemetry-signals") for name in _ticked(cell)}
+    assert names == {
+        GUARD_COUNTER,
+        GUARD_LOG_EVENT,
+        LOOP_DETECTED_COUNTER,
+        LOOP_DETECTED_EVENT,
+        TOOL_CALL_COUNTER,
+    }
+
+
+def test_doc_guard_field_table_matches_the_code() -> None:
+    labels: dict[str, set[str]] = {}
+    log_only: set[str] = set()
+    for field, values, metric, log, _ in _doc_table("guard-fields"):
+        (name,) = _ticked(field)
+        assert log == "yes"
+        if metric == "yes":
+            labels[name] = _ticked(values)
+        else:
+            assert metric == "**never**"
+            log_only.add(name)
+    assert labels == {k: set(v) for k, v in telemetry.GUARD_METRIC_ATTRIBUTE_VALUES.items()}
+    assert log_only == telemetry.GUARD_LOG_ONLY_FIELDS
+
+
+def test_doc_sli_table_matches_the_code() -> None:
+    table = {_ticked(label).pop(): _ticked(values) for label, values in _doc_table("sli-labels")}
+    assert table == {k: set(v) for k, v in telemetry.TOOL_CALL_ATTRIBUTE_VALUES.items()}
