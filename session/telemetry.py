@@ -35,7 +35,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping
 from importlib import metadata
-from typing import Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import attrs
 from opentelemetry._logs import LoggerProvider, SeverityNumber
@@ -53,6 +53,9 @@ from guard import (
     ResetReason,
     classify_observation,
 )
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.resources import Resource
 
 
 class GuardTelemetry(Protocol):
@@ -485,7 +488,7 @@ def package_version() -> str:
         return "0+unknown"
 
 
-def telemetry_resource() -> Any:
+def telemetry_resource() -> Resource:
     """The OpenTelemetry Resource: SDK defaults, our service name/version, then the env.
 
     ``OTEL_RESOURCE_ATTRIBUTES`` and ``OTEL_SERVICE_NAME`` win over the
