@@ -356,6 +356,8 @@ class GuardedSession:
 
     async def _run_prompt(self, texts: list[str], *, channel: bool) -> PromptResponse:
         number = sum(1 for m in self.history if m.kind == "prompt")
+        # Qwen Code's prompt id shape, `<session id>########<prompt number>`: the same id
+        # the tool-call telemetry carries, so guard diagnostics join it without a second id.
         prompt_id = f"{self.session_id}########{number}"
         mode = GuardMode.OFF if channel else self.mode
         leftover = self.drain.take_pushed()
