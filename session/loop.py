@@ -602,9 +602,15 @@ class _PromptRun:
             return await self._stop(loop_type, responses)
 
         drained = await s.drain.drain(watch_queued_prompt=self.mode is not GuardMode.OFF)
-        if drained.has_queued_prompt:
-            # A full prompt waits in the host's queue: no automatic continuation before it.
-            self.todo_guard.suspend()
+        if s._cancelled.is_set():
+            # Cancellation arrived while the host answered the drain: it still wins over
+            # any guard decision, and what was drained goes back to the queue.
+            if drained.messages:
+                s.drain.requeue(drained.messages)
+            s._record(self._results_message(responses))
+            return self._end("cancelled")
+        # The queued-prompt answer feeds the guard's boundary only: acting on it here would
+        # make shadow (which asks for it) continue differently from off (which does not).
         failure_count_before = self.guard.failure_count
         batch_count_before = self.guard.batch_count
         decision = self.guard.observe(receipt, drained.boundary())

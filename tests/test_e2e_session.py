@@ -560,3 +560,74 @@ def test_shell_loop_is_stopped_although_reads_succeed_beside_it(box: Box) -> Non
         ("read_file", "success"),
     ]
     assert [r.title for r in client.permission_requests][:2] == ["Write notes.txt", "Run exit 3"]
+
+
+def test_cancel_during_the_drain_wins_over_the_stop(box: Box) -> None:
+    class CancelWhileDraining(RecordingClient):
+        """A host whose user presses cancel while it answers the third drain."""
+
+        conn: Any = None
+        session_id = ""
+
+        async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+            if len(self.drain_requests) == 2:
+                await self.conn.cancel(session_id=self.session_id)
+                await asyncio.sleep(0.2)
+            return await super().ext_method(method, params)
+
+    async def go() -> tuple[CancelWhileDraining, Any, str]:
+        client = CancelWhileDraining()
+        async with spawn_guarded_agent(
+            client, mode="enforce", state_dir=box.state, home=box.home, scenario="read-loop"
+        ) as conn:
+            client.conn = conn
+            session = await conn.new_session(cwd=str(box.project), mcp_servers=[])
+            client.session_id = session.session_id
+            response = await conn.prompt(session_id=session.session_id, prompt=[text_block("go")])
+        return client, response, session.session_id
+
+    client, response, sid = run(go())
+    assert response.stop_reason == "cancelled"
+    # the third batch would have stopped; the guard never saw it
+    assert decisions(response) == ["tracked", "warn"]
+    assert "loopType" not in response.field_meta
+    assert REPEATED_TOOL_FAILURE_STOP_MESSAGE not in client.agent_texts()
+    history = box.history(sid)
+    assert history[-1].kind == "tool_results"
+    assert [p.kind for p in history[-1].parts] == ["function_response"] * 4
+
+
+def test_shadow_continues_exactly_like_off_when_a_full_prompt_is_queued(box: Box) -> None:
+    class QueuedPromptHost(RecordingClient):
+        """A host holding a queued full prompt; it says so only when asked to watch."""
+
+        async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+            self.drain_requests.append(dict(params))
+            answer: dict[str, Any] = {"messages": []}
+            if params.get("todoStopGuardWatchQueuedPrompt"):
+                answer["hasQueuedPrompt"] = True
+            return answer
+
+    scenario = box.scenario(
+        {
+            "turns": [
+                {
+                    "text": "plan",
+                    "todos": [{"content": "fix it", "status": "pending"}],
+                    "calls": [READ_MISSING],
+                },
+                {"text": "paused"},
+            ],
+            "final_text": "continued",
+        }
+    )
+    transcripts = {}
+    for mode in ("off", "shadow"):
+        client = QueuedPromptHost()
+        run(prompt_once(box, mode=mode, scenario=scenario, client=client))
+        transcripts[mode] = client.agent_texts()
+        watched = [bool(r.get("todoStopGuardWatchQueuedPrompt")) for r in client.drain_requests]
+        assert watched == [mode == "shadow"]
+    assert transcripts["shadow"] == transcripts["off"]
+    assert transcripts["off"][:2] == ["plan", "paused"]
+    assert "continued" in transcripts["off"]
