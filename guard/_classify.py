@@ -1,7 +1,8 @@
 """The receipt classifier: observation -> class, settled batch -> verdict.
 
 This is where the specification's dual-axis outcome contract lives.  The
-table below is the whole of it; ``docs/classifier.md`` prints the same table.
+table below is the whole of it; ``docs/outcome-contract.md`` prints the same
+table, and ``tests/test_docs.py`` checks the two agree.
 
 =================  ==================  ==============================================
 terminal status    execution status    class
