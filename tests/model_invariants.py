@@ -13,6 +13,7 @@ from guard import (
     BatchReceipt,
     Decision,
     DecisionKind,
+    FailureKey,
     GuardMode,
     InputBoundary,
     ObservationClass,
@@ -34,7 +35,7 @@ NEVER_COUNTED = {
 @attrs.frozen
 class Snapshot:
     phase: Phase
-    key: object
+    key: FailureKey | None
     failure_count: int
     batch_count: int
     candidate_ordinal: int
@@ -57,7 +58,9 @@ class Ledger:
     """What the invariants remember about one prompt."""
 
     mode: GuardMode
-    #: eligible failures of the current candidate, counted here independently
+    #: the current candidate's key and eligible failures, tracked here from the
+    #: receipts alone (never read back from the guard)
+    key: tuple[str, str] | None = None
     counted: int = 0
     #: candidate ordinals that received would_warn / warn in this prompt
     warned_ordinals: frozenset[int] = frozenset()
@@ -65,16 +68,20 @@ class Ledger:
     latched: bool = False
 
 
-def _matching_failures(receipt: BatchReceipt, guard: RepeatedToolFailureGuard) -> int:
-    key = guard.key
-    assert key is not None
-    return sum(
-        1
-        for o in receipt.observations
-        if classify_observation(o) is ObservationClass.ELIGIBLE_FAILURE
-        and (o.policy_tool_name, o.execution_error_type)
-        == (key.policy_tool_name, key.execution_error_type)
-    )
+def batch_candidate(receipt: BatchReceipt) -> tuple[tuple[str, str] | None, int, int]:
+    """From the observations alone: the single remaining failure key, its count, and
+    how many distinct keys remained (successes clear their own tool's failures)."""
+    classes = [(o, classify_observation(o)) for o in receipt.observations]
+    succeeded = {o.policy_tool_name for o, c in classes if c is ObservationClass.SUCCESS}
+    remaining = [
+        (str(o.policy_tool_name), str(o.execution_error_type))
+        for o, c in classes
+        if c is ObservationClass.ELIGIBLE_FAILURE and o.policy_tool_name not in succeeded
+    ]
+    keys = set(remaining)
+    if len(keys) != 1:
+        return None, 0, len(keys)
+    return remaining[0], len(remaining), 1
 
 
 def check_step(
@@ -109,16 +116,33 @@ def check_step(
         assert decision.kind in (K.RESET, K.NONE)
         assert after.failure_count == 0
 
-    counted = ledger.counted
-    if decision.kind is K.RESET or (decision.kind is K.NONE and after.key is None):
-        counted = 0
+    candidate, failures, distinct_keys = batch_candidate(receipt)
+    disqualified = (
+        not boundary.reliable
+        or boundary.has_external_input
+        or boundary.has_queued_prompt
+        or not receipt.complete
+        or bool(classes & NEVER_COUNTED)
+    )
+    key, counted = ledger.key, ledger.counted
+    if decision.kind is K.RESET:
+        key, counted = None, 0
     elif decision.kind in (K.TRACKED, K.WOULD_WARN, K.WARN, K.WOULD_STOP, K.STOP):
-        new_streak = after.candidate_ordinal != before.candidate_ordinal
+        assert not disqualified and candidate is not None
+        new_streak = candidate != ledger.key
+        assert (after.candidate_ordinal == before.candidate_ordinal + 1) == new_streak
         if new_streak:
-            assert after.candidate_ordinal == before.candidate_ordinal + 1
             assert after.batch_count == 1
-        counted = (0 if new_streak else counted) + _matching_failures(receipt, guard)
-    # failure_count equals the eligible failures since the streak began
+        key, counted = candidate, (0 if new_streak else ledger.counted) + failures
+    else:  # none: a clean batch with exactly one key is never dropped
+        assert disqualified or candidate is None
+        if not disqualified and distinct_keys > 1:
+            assert before.phase is Phase.IDLE  # mixed resets, silently only from idle
+    # the guard's candidate and failure count equal what the receipts say
+    guard_key = (
+        None if after.key is None else (after.key.policy_tool_name, after.key.execution_error_type)
+    )
+    assert guard_key == key
     assert after.failure_count == counted
 
     warned = ledger.warned_ordinals
@@ -142,6 +166,7 @@ def check_step(
 
     return attrs.evolve(
         ledger,
+        key=key,
         counted=counted,
         warned_ordinals=warned,
         enforcement_disabled=after.enforcement_disabled,
