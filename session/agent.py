@@ -13,6 +13,7 @@ the agent only ever reads namespaced keys (``qwen.channel.prompt``).
 from __future__ import annotations
 
 import logging
+import math
 import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -118,16 +119,21 @@ def _prompt_texts(prompt: list[Any]) -> list[str]:
     return texts
 
 
-def _positive(env_value: str | None, default: float, name: str) -> float:
+def _env_setting(env_value: str | None, default: float, name: str, *, integer: bool) -> float:
+    """A positive, finite number from a settings variable; anything else warns, uses default.
+
+    Project ``.env`` files may set these, so a bad value must never break a session.
+    """
     if env_value is None:
         return default
+    kind = "a whole number" if integer else "a number of seconds"
     try:
-        value = float(env_value)
+        value = int(env_value.strip()) if integer else float(env_value)
     except ValueError:
-        _log.warning("%s=%r is not a number; using %g", name, env_value, default)
+        _log.warning("%s=%r is not %s; using %g", name, env_value, kind, default)
         return default
-    if value <= 0:
-        _log.warning("%s=%r must be positive; using %g", name, env_value, default)
+    if not math.isfinite(value) or value <= 0:
+        _log.warning("%s=%r must be positive and finite; using %g", name, env_value, default)
         return default
     return value
 
@@ -170,10 +176,18 @@ class GuardedAgent:
         env = load_env(project)
         mode = env.guard_mode()  # resolved once, when the session is created
         cap = self.config.tool_call_cap or int(
-            _positive(env.get(TOOL_CALL_CAP_ENV_VAR), DEFAULT_TOOL_CALL_CAP, TOOL_CALL_CAP_ENV_VAR)
+            _env_setting(
+                env.get(TOOL_CALL_CAP_ENV_VAR),
+                DEFAULT_TOOL_CALL_CAP,
+                TOOL_CALL_CAP_ENV_VAR,
+                integer=True,
+            )
         )
-        shell_timeout = _positive(
-            env.get(SHELL_TIMEOUT_ENV_VAR), DEFAULT_SHELL_TIMEOUT, SHELL_TIMEOUT_ENV_VAR
+        shell_timeout = _env_setting(
+            env.get(SHELL_TIMEOUT_ENV_VAR),
+            DEFAULT_SHELL_TIMEOUT,
+            SHELL_TIMEOUT_ENV_VAR,
+            integer=False,
         )
         context = ToolContext(cwd=project, shell_timeout=shell_timeout)
         conn = self.conn

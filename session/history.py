@@ -207,6 +207,8 @@ class HistoryStore:
             raise HistoryError(f"no history for session {session_id}") from None
         except OSError as exc:
             raise HistoryError(f"cannot read {path}: {exc}") from exc
+        except UnicodeDecodeError as exc:
+            raise HistoryError(f"{path}: not UTF-8 text ({exc.reason})") from exc
         cwd = ""
         messages: list[Message] = []
         for number, data in _parse_lines(lines, path):
@@ -231,6 +233,8 @@ def _parse_lines(lines: list[str], path: Path) -> Iterator[tuple[int, dict[str, 
             if torn:  # a torn line (crash mid-write): the record was never complete
                 continue
             raise HistoryError(f"{path}:{number}: not JSON: {exc.msg}") from exc
+        except RecursionError:
+            raise HistoryError(f"{path}:{number}: JSON nested too deeply") from None
         if data == _TORN_MARKER:
             continue
         if not isinstance(data, dict):

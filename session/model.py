@@ -236,6 +236,8 @@ def load_scenario(name_or_path: str) -> Scenario:
             text = path.read_text(encoding="utf-8")
         except OSError as exc:
             raise ScenarioError(f"{source}: cannot read: {exc.strerror or exc}") from exc
+        except UnicodeDecodeError as exc:
+            raise ScenarioError(f"{source}: not UTF-8 text: {exc.reason}") from exc
     else:
         names = builtin_scenarios()
         if name_or_path not in names:
@@ -250,6 +252,8 @@ def load_scenario(name_or_path: str) -> Scenario:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ScenarioError(f"{source}: not JSON: {exc.msg} at line {exc.lineno}") from exc
+    except RecursionError:
+        raise ScenarioError(f"{source}: JSON nested too deeply") from None
     return parse_scenario(data, source)
 
 

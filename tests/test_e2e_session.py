@@ -539,6 +539,19 @@ def test_project_env_may_set_other_settings(box: Box) -> None:
     assert decisions(response) == ["tracked"]
 
 
+@pytest.mark.parametrize("bad", ["nan", "inf", "0.5", "0", "-3", "lots"])
+def test_a_bad_project_setting_falls_back_to_the_default_and_never_breaks_a_session(
+    box: Box, bad: str
+) -> None:
+    (box.project / ".env").write_text(
+        f"TOOL_FAILURE_GUARD_MAX_TOOL_CALLS={bad}\nTOOL_FAILURE_GUARD_SHELL_TIMEOUT={bad}\n",
+        encoding="utf-8",
+    )
+    _, [response], _ = run(prompt_once(box, mode="enforce", scenario="read-loop"))
+    # the default cap (100) leaves room for the guard's own stop
+    assert response.field_meta["loopType"] == "repeated_tool_execution_failure"
+
+
 def test_shell_loop_is_stopped_although_reads_succeed_beside_it(box: Box) -> None:
     client, [response], sid = run(prompt_once(box, mode="enforce", scenario="shell-loop"))
 

@@ -109,6 +109,7 @@ def test_optional_boundary_and_completeness_keys(
     [
         ("{not json", "line 2: not valid JSON"),
         ("[1, 2]", "line 2: expected a JSON object, got list"),
+        ("[" * 100_000, "line 2: JSON nested too deeply"),
         (json.dumps({"observations": []}), "line 2: missing required key 'prompt'"),
         (json.dumps({"prompt": "p1"}), "line 2: missing required key 'observations'"),
         (json.dumps({"prompt": "", "observations": []}), "line 2: 'prompt' must be a non-empty"),

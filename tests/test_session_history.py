@@ -85,6 +85,21 @@ def test_corrupt_lines_name_the_line(tmp_path: Path) -> None:
         store.load("s1")
 
 
+def test_undecodable_or_absurdly_nested_history_is_a_history_error(tmp_path: Path) -> None:
+    store = HistoryStore(tmp_path)
+    store.create("s1", "/work")
+    with store.path("s1").open("ab") as handle:
+        handle.write(b'{"type": "message", "text": "\xff"}\n')
+    with pytest.raises(HistoryError, match=r"s1.jsonl: not UTF-8 text"):
+        store.load("s1")
+    store.create("s2", "/work")
+    with store.path("s2").open("a") as handle:
+        handle.write("[" * 100_000 + "\n")
+        handle.write('{"type": "message", "role": "user", "kind": "prompt", "parts": []}\n')
+    with pytest.raises(HistoryError, match=r"s2.jsonl:2: JSON nested too deeply"):
+        store.load("s2")
+
+
 def test_a_torn_line_is_ignored_and_appending_after_it_stays_loadable(tmp_path: Path) -> None:
     store = HistoryStore(tmp_path)
     store.create("s1", "/work")

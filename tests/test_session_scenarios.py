@@ -61,6 +61,14 @@ def test_unknown_name_and_bad_json_are_clear(tmp_path: Path) -> None:
         load_scenario(str(path))
     with pytest.raises(ScenarioError, match="cannot read"):
         load_scenario(str(tmp_path / "missing.json"))
+    latin = tmp_path / "latin.json"
+    latin.write_bytes(b'{"turns": [], "final_text": "caf\xe9"}')
+    with pytest.raises(ScenarioError, match=r"latin.json: not UTF-8 text"):
+        load_scenario(str(latin))
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000)
+    with pytest.raises(ScenarioError, match=r"deep.json: JSON nested too deeply"):
+        load_scenario(str(deep))
 
 
 def prompt(text: str) -> Message:

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import math
+import os
+import stat
 import sys
 from pathlib import Path
 
@@ -58,6 +61,21 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _stdio_problem() -> str | None:
+    """ACP runs over stdin/stdout: they must be pipes or sockets (a terminal is fine too)."""
+    for name, fd in (("standard input", 0), ("standard output", 1)):
+        try:
+            mode = os.fstat(fd).st_mode
+        except OSError:
+            return f"{name} is closed; run the agent under an ACP client"
+        if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or os.isatty(fd)):
+            return (
+                f"{name} is not a pipe, socket or terminal; "
+                "run the agent under an ACP client, which talks to it over pipes"
+            )
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
     import asyncio
     import logging
@@ -75,11 +93,18 @@ def run(args: argparse.Namespace) -> int:
     except ScenarioError as exc:
         print(f"tool-failure-guard agent: bad scenario: {exc}", file=sys.stderr)
         return 2
-    if args.drain_timeout <= 0:
-        print("tool-failure-guard agent: --drain-timeout must be positive", file=sys.stderr)
+    if not math.isfinite(args.drain_timeout) or args.drain_timeout <= 0:
+        print(
+            "tool-failure-guard agent: --drain-timeout must be a positive number of seconds",
+            file=sys.stderr,
+        )
         return 2
     if args.max_tool_calls is not None and args.max_tool_calls < 1:
         print("tool-failure-guard agent: --max-tool-calls must be at least 1", file=sys.stderr)
+        return 2
+    problem = _stdio_problem()
+    if problem is not None:
+        print(f"tool-failure-guard agent: {problem}", file=sys.stderr)
         return 2
     try:
         telemetry = build_telemetry(args.telemetry)

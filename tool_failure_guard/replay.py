@@ -93,6 +93,8 @@ def parse_batch(text: str) -> ReplayBatch:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ReplayError(f"not valid JSON: {exc.msg} at column {exc.colno}") from None
+    except RecursionError:
+        raise ReplayError("JSON nested too deeply") from None
     if not isinstance(data, dict):
         raise ReplayError(f"expected a JSON object, got {type(data).__name__}")
     _check_keys("", data, _BATCH_KEYS)

@@ -1,0 +1,58 @@
+"""``tool-failure-guard agent`` refuses what it cannot serve, naming the problem."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+
+def agent(
+    *args: str,
+    stdin: object = subprocess.PIPE,
+    stdout: object = subprocess.PIPE,
+    cwd: Path | None = None,
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tool_failure_guard", "agent", *args],
+        stdin=stdin,  # type: ignore[arg-type]
+        stdout=stdout,  # type: ignore[arg-type]
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=60,
+        cwd=cwd,
+        input=None,
+    )
+
+
+def test_stdout_redirected_to_a_file_is_refused(tmp_path: Path) -> None:
+    with (tmp_path / "out.txt").open("w") as out:
+        result = agent(stdout=out)
+    assert result.returncode == 2
+    assert "standard output is not a pipe, socket or terminal" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_stdin_from_dev_null_is_refused_instead_of_hanging() -> None:
+    with open("/dev/null") as null:
+        result = agent(stdin=null)
+    assert result.returncode == 2
+    assert "standard input is not a pipe" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--drain-timeout", "nan"], "--drain-timeout must be a positive number of seconds"),
+        (["--drain-timeout", "0"], "--drain-timeout must be a positive number of seconds"),
+        (["--max-tool-calls", "0"], "--max-tool-calls must be at least 1"),
+        (["--scenario", "no-such-scenario"], "unknown scenario 'no-such-scenario'"),
+    ],
+)
+def test_bad_flags_are_named(args: list[str], message: str) -> None:
+    result = agent(*args)
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
