@@ -194,14 +194,6 @@ class TodoStopGuard:
         return True
 
 
-def _safely(label: str, call: Callable[[], object]) -> None:
-    """Run one telemetry sink call; a failing sink never changes control flow."""
-    try:
-        call()
-    except Exception:
-        _log.warning("telemetry sink failed in %s", label, exc_info=True)
-
-
 def _response_part(outcome: CallOutcome, duplicate: bool = False) -> Part:
     return Part(
         kind="function_response",
@@ -287,6 +279,7 @@ class GuardedSession:
         self.executor = executor_factory(self)
         self._running = False
         self._cancelled = asyncio.Event()
+        self._sink_failures: set[str] = set()
 
     @property
     def running(self) -> bool:
@@ -297,6 +290,21 @@ class GuardedSession:
             self._cancelled.set()
 
     # -- IO helpers -------------------------------------------------------------
+
+    def report(self, label: str, call: Callable[[], object]) -> None:
+        """Run one telemetry sink call; a failing sink never changes control flow.
+
+        The first failure at each call site is logged with its traceback, later
+        ones at debug level only, so a dead exporter cannot flood stderr.
+        """
+        try:
+            call()
+        except Exception:
+            if label in self._sink_failures:
+                _log.debug("telemetry sink failed again in %s", label, exc_info=True)
+            else:
+                self._sink_failures.add(label)
+                _log.warning("telemetry sink failed in %s", label, exc_info=True)
 
     async def _emit(self, update: Any) -> None:
         await self.client.session_update(self.session_id, update)
@@ -527,7 +535,7 @@ class _PromptRun:
                 execution_status=outcome.execution_status,
                 execution_error_type=outcome.execution_error_type,
             )
-            _safely(
+            s.report(
                 "tool_call_settled",
                 lambda: s.telemetry.tool_call_settled(
                     terminal_status=outcome.terminal_status,
@@ -629,7 +637,7 @@ class _PromptRun:
         )
         if decision.kind is not DecisionKind.NONE:
             guard = self.guard
-            _safely(
+            s.report(
                 "guard_decision",
                 lambda: s.telemetry.guard_decision(
                     prompt_id=self.prompt_id,
@@ -676,7 +684,7 @@ class _PromptRun:
         # Persist first: a stop that was not recorded is never reported.
         s._record(self._results_message([*responses, Part(kind="notice", text=notice)]))
         if self.protections.latch.record(loop_type):
-            _safely(
+            s.report(
                 "loop_detected",
                 lambda: s.telemetry.loop_detected(prompt_id=self.prompt_id, loop_type=loop_type),
             )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -143,6 +144,22 @@ def test_a_failing_sink_never_changes_control_flow(tmp_path: Path, mode: GuardMo
     assert loud.stop_reason == quiet.stop_reason
     assert loud.field_meta.get("loopType") == quiet.field_meta.get("loopType")
     assert failing.decisions  # the sink was called, and raised every time
+
+
+def test_a_failing_sink_is_logged_once_per_call_site(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    failing = RecordingTelemetry(fail=True)
+    with caplog.at_level(logging.DEBUG, logger="session.loop"):
+        run_prompt(tmp_path, load_scenario("read-loop"), GuardMode.ENFORCE, failing)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(failing.decisions) >= 3 and failing.settled
+    assert sorted(warnings) == [
+        "telemetry sink failed in guard_decision",
+        "telemetry sink failed in loop_detected",
+        "telemetry sink failed in tool_call_settled",
+    ]
+    assert any(r.levelno == logging.DEBUG and "again" in r.getMessage() for r in caplog.records)
 
 
 def test_todo_stop_guard_continues_with_the_guard_off(tmp_path: Path) -> None:
