@@ -102,10 +102,6 @@ def run(args: argparse.Namespace) -> int:
     if args.max_tool_calls is not None and args.max_tool_calls < 1:
         print("tool-failure-guard agent: --max-tool-calls must be at least 1", file=sys.stderr)
         return 2
-    problem = _stdio_problem()
-    if problem is not None:
-        print(f"tool-failure-guard agent: {problem}", file=sys.stderr)
-        return 2
     try:
         telemetry = build_telemetry(args.telemetry)
     except ValueError as exc:
@@ -119,6 +115,11 @@ def run(args: argparse.Namespace) -> int:
         report_decisions=args.report_decisions,
         tool_call_cap=args.max_tool_calls,
     )
+    # Last: every option error above is worth reporting even without an ACP client.
+    problem = _stdio_problem()
+    if problem is not None:
+        print(f"tool-failure-guard agent: {problem}", file=sys.stderr)
+        return 2
     try:
         asyncio.run(serve(GuardedAgent(config)))
     except KeyboardInterrupt:
