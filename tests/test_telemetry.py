@@ -16,15 +16,12 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
-from opentelemetry.sdk._logs import LoggerProvider
-from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
-from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter
 from opentelemetry.sdk.metrics.export import (
-    InMemoryMetricReader,
     MetricExporter,
     MetricExportResult,
 )
-from opentelemetry.sdk.resources import Resource
+from telemetry_harness import Harness
 
 from guard import (
     BatchReceipt,
@@ -52,50 +49,6 @@ from session.telemetry import (
     failure_count_bucket,
     telemetry_resource,
 )
-
-# -- harness ------------------------------------------------------------------
-
-
-class Harness:
-    """A sink over in-memory OpenTelemetry pipelines, plus a recording analytics sink."""
-
-    def __init__(self) -> None:
-        resource = Resource.create({"service.name": "test"})
-        self.reader = InMemoryMetricReader()
-        self.meter_provider = MeterProvider(
-            metric_readers=[self.reader], resource=resource, shutdown_on_exit=False
-        )
-        self.exporter = InMemoryLogRecordExporter()
-        self.logger_provider = LoggerProvider(resource=resource, shutdown_on_exit=False)
-        self.logger_provider.add_log_record_processor(SimpleLogRecordProcessor(self.exporter))
-        self.analytics: list[LoopDetectedEvent] = []
-        self.sink = OpenTelemetrySink(
-            meter_provider=self.meter_provider,
-            logger_provider=self.logger_provider,
-            product_analytics=self.analytics.append,
-        )
-
-    def points(self, name: str) -> list[tuple[dict[str, Any], int]]:
-        """(attributes, cumulative value) of every data point of metric ``name``."""
-        data = self.reader.get_metrics_data()
-        found: list[tuple[dict[str, Any], int]] = []
-        if data is None:
-            return found
-        for resource_metrics in data.resource_metrics:
-            for scope_metrics in resource_metrics.scope_metrics:
-                for metric in scope_metrics.metrics:
-                    if metric.name == name:
-                        for point in metric.data.data_points:
-                            found.append((dict(point.attributes or {}), int(point.value)))
-        return found
-
-    def logs(self, event_name: str) -> list[dict[str, Any]]:
-        """Attributes of every exported log record with this event name, in order."""
-        return [
-            dict(record.log_record.attributes or {})
-            for record in self.exporter.get_finished_logs()
-            if record.log_record.event_name == event_name
-        ]
 
 
 def fail(

@@ -25,17 +25,15 @@ import attrs
 import pytest
 from opentelemetry.sdk._logs import LoggerProvider, LogRecordProcessor
 from opentelemetry.sdk._logs.export import (
-    InMemoryLogRecordExporter,
     LogRecordExporter,
     SimpleLogRecordProcessor,
 )
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import (
-    InMemoryMetricReader,
     MetricExporter,
     PeriodicExportingMetricReader,
 )
-from opentelemetry.sdk.resources import Resource
+from telemetry_harness import Harness
 
 from guard import (
     BatchReceipt,
@@ -254,23 +252,11 @@ def run(sink: Any, s: Sentinels) -> list[Step]:
     return steps
 
 
-class Recorded:
-    """An OpenTelemetrySink over in-memory pipelines, with everything it exported."""
+class Recorded(Harness):
+    """The shared in-memory sink, with the whole export as JSON for sentinel searches."""
 
     def __init__(self) -> None:
-        resource = Resource.create({"service.name": "privacy-test"})
-        self.reader = InMemoryMetricReader()
-        self.exporter = InMemoryLogRecordExporter()
-        logger_provider = LoggerProvider(resource=resource, shutdown_on_exit=False)
-        logger_provider.add_log_record_processor(SimpleLogRecordProcessor(self.exporter))
-        self.analytics: list[LoopDetectedEvent] = []
-        self.sink = OpenTelemetrySink(
-            meter_provider=MeterProvider(
-                metric_readers=[self.reader], resource=resource, shutdown_on_exit=False
-            ),
-            logger_provider=logger_provider,
-            product_analytics=self.analytics.append,
-        )
+        super().__init__("privacy-test")
 
     def metrics(self) -> tuple[str, dict[str, list[dict[str, Any]]]]:
         """(the whole export as JSON, metric name -> attribute dicts of its points)."""
