@@ -194,6 +194,22 @@ class TodoStopGuard:
         return True
 
 
+def _settle(
+    builder: ReceiptBuilder, ordinal: int, outcome: CallOutcome, *, provider_duplicate: bool = False
+) -> None:
+    """Queue the terminal record of ``outcome``: only the narrow receipt fields cross over."""
+    builder.settle(
+        ordinal=ordinal,
+        call_id=outcome.call_id,
+        policy_tool_name=outcome.policy_tool_name,
+        tool_type=outcome.tool_type,
+        terminal_status=outcome.terminal_status,
+        execution_status=outcome.execution_status,
+        execution_error_type=outcome.execution_error_type,
+        provider_duplicate=provider_duplicate,
+    )
+
+
 def _response_part(outcome: CallOutcome, duplicate: bool = False) -> Part:
     return Part(
         kind="function_response",
@@ -513,28 +529,11 @@ class _PromptRun:
                     error_type="duplicate_call_id",
                     output="this call id was already answered; it was not executed again",
                 )
-                builder.settle(
-                    ordinal=ordinal,
-                    call_id=call.call_id,
-                    policy_tool_name=outcome.policy_tool_name,
-                    tool_type=outcome.tool_type,
-                    terminal_status="error",
-                    execution_status="not_started",
-                    execution_error_type=None,
-                    provider_duplicate=True,
-                )
+                _settle(builder, ordinal, outcome, provider_duplicate=True)
                 return outcome
             await s._emit(update_tool_call(call.call_id, status="in_progress"))
             outcome = await s.executor.execute(call, s._cancelled)
-            builder.settle(
-                ordinal=ordinal,
-                call_id=outcome.call_id,
-                policy_tool_name=outcome.policy_tool_name,
-                tool_type=outcome.tool_type,
-                terminal_status=outcome.terminal_status,
-                execution_status=outcome.execution_status,
-                execution_error_type=outcome.execution_error_type,
-            )
+            _settle(builder, ordinal, outcome)
             s.report(
                 "tool_call_settled",
                 lambda: s.telemetry.tool_call_settled(
