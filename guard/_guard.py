@@ -70,6 +70,7 @@ class RepeatedToolFailureGuard:
     __slots__ = (
         "_batch_count",
         "_candidate_ordinal",
+        "_candidate_tool_type",
         "_enforcement_disabled",
         "_failure_count",
         "_key",
@@ -85,6 +86,7 @@ class RepeatedToolFailureGuard:
         self._batch_count = 0
         self._candidate_ordinal = 0
         self._enforcement_disabled = False
+        self._candidate_tool_type: str | None = None
 
     # -- read-only state ---------------------------------------------------
 
@@ -115,6 +117,15 @@ class RepeatedToolFailureGuard:
     def candidate_ordinal(self) -> int:
         """1 for the prompt's first candidate streak, 2 for the next, ...; 0 before any."""
         return self._candidate_ordinal
+
+    @property
+    def candidate_tool_type(self) -> str | None:
+        """``native``/``mcp`` of the candidate's entries in the batch last counted.
+
+        None when those entries disagreed, or when there is no candidate.  It is
+        what telemetry labels ``tool_type``; the classifier already worked it out.
+        """
+        return self._candidate_tool_type
 
     @property
     def enforcement_disabled(self) -> bool:
@@ -176,6 +187,7 @@ class RepeatedToolFailureGuard:
             if verdict.downgrade:
                 self._enforcement_disabled = True
             self._key = None
+            self._candidate_tool_type = None
             self._failure_count = 0
             self._batch_count = 0
             if before is _IDLE and not newly_disabled:
@@ -183,6 +195,7 @@ class RepeatedToolFailureGuard:
             return decision(
                 DecisionKind.RESET, verdict.reason or ResetReason.SUCCESS, before, after
             )
+        self._candidate_tool_type = verdict.tool_type
         if action == "start_streak":
             self._key = verdict.key
             self._failure_count = verdict.failures

@@ -47,11 +47,9 @@ from guard import (
     DecisionKind,
     FailureKey,
     GuardMode,
-    ObservationClass,
     Phase,
     RepeatedToolFailureGuard,
     ResetReason,
-    classify_observation,
 )
 
 if TYPE_CHECKING:
@@ -238,23 +236,6 @@ ProductAnalytics = Callable[[LoopDetectedEvent], None]
 # -- the OpenTelemetry sink ---------------------------------------------------
 
 
-def _tool_type_of_candidate(receipt: BatchReceipt, key: FailureKey) -> str | None:
-    """``native``/``mcp`` when every eligible entry of ``key`` agrees on it, else None."""
-    seen: set[str | None] = set()
-    for observation in receipt.observations:
-        if (
-            observation.policy_tool_name == key.policy_tool_name
-            and observation.execution_error_type == key.execution_error_type
-            and classify_observation(observation) is ObservationClass.ELIGIBLE_FAILURE
-        ):
-            seen.add(observation.tool_type)
-    if len(seen) == 1:
-        (only,) = seen
-        if only in GUARD_METRIC_ATTRIBUTE_VALUES["tool_type"]:
-            return only
-    return None
-
-
 def _bounded(value: str | None, allowed: frozenset[str], fallback: str = _UNKNOWN) -> str:
     return value if value is not None and value in allowed else fallback
 
@@ -321,7 +302,7 @@ class OpenTelemetrySink:
         """Count the transition and log it; ``none`` and mode ``off`` emit nothing."""
         try:
             fields = self._transition_fields(
-                mode, decision, guard, failure_count_before, batch_count_before, receipt
+                mode, decision, guard, failure_count_before, batch_count_before
             )
             if fields is None:
                 return
@@ -426,7 +407,6 @@ class OpenTelemetrySink:
         guard: RepeatedToolFailureGuard,
         failure_count_before: int,
         batch_count_before: int,
-        receipt: BatchReceipt,
     ) -> tuple[dict[str, str], FailureKey | None] | None:
         """The metric labels of one transition and its candidate key; None if nothing is emitted."""
         mode_label = GuardMode(mode).value
@@ -457,7 +437,7 @@ class OpenTelemetrySink:
             key = guard.key
             labels["terminal_status"] = "error"
             labels["execution_status"] = "error"
-            tool_type = _tool_type_of_candidate(receipt, key)
+            tool_type = guard.candidate_tool_type
             if tool_type is not None:
                 labels["tool_type"] = tool_type
         return labels, key
