@@ -36,9 +36,10 @@ from session.drain import DEFAULT_DRAIN_TIMEOUT, STEERING_METHOD, MidTurnInput
 from session.envconfig import load_env
 from session.executor import Executor
 from session.history import HistoryError, HistoryStore, HistoryWriteError
-from session.loop import CHANNEL_PROMPT_META_KEY, GuardedSession, SessionOptions, replay_updates
+from session.loop import CHANNEL_PROMPT_META_KEY, GuardedSession, SessionOptions
 from session.model import Model
 from session.protections import DEFAULT_TOOL_CALL_CAP
+from session.replay import replay_updates
 from session.telemetry import GuardTelemetry, NullTelemetry
 from session.tools import DEFAULT_SHELL_TIMEOUT, ToolContext, default_tools
 

@@ -49,10 +49,25 @@ class TodoItem:
 
 
 @attrs.frozen(kw_only=True)
+class ModelUsage:
+    """What one model request cost, as far as the provider reported it.
+
+    Token counts are None when the provider reported none; latency is the wall
+    time of the request as the agent measured it.  Summed per prompt for the
+    per-prompt outcome record that rollout analysis needs.
+    """
+
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    latency_s: float = 0.0
+
+
+@attrs.frozen(kw_only=True)
 class ModelTurn:
     text: str = ""
     calls: tuple[FunctionCall, ...] = ()
     todos: tuple[TodoItem, ...] | None = None  #: None: the todo list is unchanged
+    usage: ModelUsage | None = None  #: None: the model reports no usage (scripted)
 
 
 class Model(Protocol):

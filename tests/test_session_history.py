@@ -8,7 +8,7 @@ import pytest
 
 from guard import REPEATED_TOOL_FAILURE_STOP_MESSAGE
 from session.history import HistoryError, HistoryStore, HistoryWriteError, Message, Part
-from session.loop import replay_updates
+from session.replay import replay_updates
 
 
 def sample() -> list[Message]:

@@ -20,8 +20,9 @@ from guard import (
 from session.drain import MidTurnInput
 from session.executor import Executor
 from session.history import HistoryStore
-from session.loop import TODO_CONTINUATION_MESSAGE, GuardedSession, SessionOptions
+from session.loop import GuardedSession, SessionOptions
 from session.model import ScriptedModel, load_scenario, parse_scenario
+from session.prompt import TODO_CONTINUATION_MESSAGE
 from session.telemetry import GuardTelemetry, NullTelemetry
 from session.tools import ToolContext, default_tools
 

@@ -1,0 +1,232 @@
+"""One top-level prompt: its guard, protections, todo stop guard and report.
+
+The prompt's steps live in their own modules; this one strings them together::
+
+    model turn (here) -> batch (session.batch) -> boundary (session.boundary)
+    -> next model turn, or the end of the prompt
+
+A :class:`PromptRun` is created for every ``session/prompt`` and dropped when
+it returns, so the guard lives exactly as long as the prompt.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import attrs
+from acp import plan_entry, update_agent_message_text, update_plan
+from acp.exceptions import RequestError
+from acp.schema import PromptResponse
+
+from guard import BatchReceipt, Decision, DecisionKind, GuardMode, RepeatedToolFailureGuard
+from session import batch, boundary
+from session.drain import DrainResult
+from session.executor import Cancelled, race_cancel
+from session.history import Message, Part
+from session.model import ModelError, ModelTurn, TodoItem
+from session.protections import Admission, PromptProtections
+
+if TYPE_CHECKING:
+    from session.loop import GuardedSession
+
+#: The ``_meta`` key of a prompt response naming the loop type of a stop.
+LOOP_TYPE_META_KEY = "loopType"
+#: The ``_meta`` key of the per-batch guard report (``--report-decisions``).
+REPORT_META_KEY = "toolFailureGuard"
+#: Automatic continuations the todo stop guard may add to one prompt.
+MAX_TODO_CONTINUATIONS = 3
+
+TODO_CONTINUATION_MESSAGE = (
+    "System: your todo list still has open items. Continue with the next open item, "
+    "or mark the items completed if they are done."
+)
+
+
+@attrs.frozen(kw_only=True)
+class BatchReport:
+    """One row of the ``--report-decisions`` table: no tool names, keys or text."""
+
+    batch: int
+    mode: str
+    decision: str
+    reason: str | None
+    phase_before: str
+    phase_after: str
+    failure_count: int
+    batch_count: int
+    reliable_input: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "batch": self.batch,
+            "mode": self.mode,
+            "decision": self.decision,
+            "reason": self.reason,
+            "phaseBefore": self.phase_before,
+            "phaseAfter": self.phase_after,
+            "failureCount": self.failure_count,
+            "batchCount": self.batch_count,
+            "reliableInput": self.reliable_input,
+        }
+
+
+class TodoStopGuard:
+    """Continues a prompt (with mode off) while the model's todo list has open items."""
+
+    def __init__(self, limit: int = MAX_TODO_CONTINUATIONS) -> None:
+        self._limit = limit
+        self._used = 0
+        self._suspended = False
+
+    def suspend(self) -> None:
+        self._suspended = True
+
+    @property
+    def suspended(self) -> bool:
+        return self._suspended
+
+    def should_continue(self, todos: Sequence[TodoItem]) -> bool:
+        if self._suspended or self._used >= self._limit:
+            return False
+        if not any(item.open for item in todos):
+            return False
+        self._used += 1
+        return True
+
+
+class PromptRun:
+    """The state of one prompt and its loop of model turns and tool batches."""
+
+    def __init__(self, session: GuardedSession, prompt_id: str, mode: GuardMode) -> None:
+        self.session = session
+        self.prompt_id = prompt_id
+        self.mode = mode
+        self.guard = RepeatedToolFailureGuard(mode)
+        self.protections = PromptProtections(session.dedup, session.options.tool_call_cap)
+        self.todo_guard = TodoStopGuard()
+        self.reports: list[BatchReport] = []
+
+    def _meta(self, loop_type: str | None = None) -> dict[str, Any] | None:
+        meta: dict[str, Any] = {}
+        if loop_type is not None:
+            meta[LOOP_TYPE_META_KEY] = loop_type
+        if self.session.options.report_decisions:
+            meta[REPORT_META_KEY] = {
+                "promptId": self.prompt_id,
+                "mode": self.mode.value,
+                "batches": [report.to_json() for report in self.reports],
+            }
+        return meta or None
+
+    def end(self, stop_reason: str, loop_type: str | None = None) -> PromptResponse:
+        return PromptResponse(stop_reason=stop_reason, field_meta=self._meta(loop_type))  # type: ignore[arg-type]
+
+    def results_message(self, parts: Sequence[Part]) -> Message:
+        return Message(
+            role="user", kind="tool_results", prompt_id=self.prompt_id, parts=tuple(parts)
+        )
+
+    async def loop(self) -> PromptResponse:
+        s = self.session
+        while True:
+            if s._cancelled.is_set():
+                return self.end("cancelled")
+            try:
+                turn = await race_cancel(s.model.generate(tuple(s.history)), s._cancelled)
+            except Cancelled:
+                return self.end("cancelled")
+            except ModelError as exc:
+                raise RequestError.internal_error(
+                    {"details": f"model request failed: {exc}"}
+                ) from exc
+            if s._cancelled.is_set():
+                return self.end("cancelled")
+            admission = self.protections.admit(turn.calls)
+            await self._record_turn(turn, admission)
+            if not admission.calls:
+                if self.todo_guard.should_continue(s.todos):
+                    # An automatic continuation turn: it runs with the guard off.
+                    self.mode = GuardMode.OFF
+                    self.guard = RepeatedToolFailureGuard(GuardMode.OFF)
+                    s._record(
+                        Message(
+                            role="user",
+                            kind="continuation",
+                            prompt_id=self.prompt_id,
+                            parts=(Part(kind="system", text=TODO_CONTINUATION_MESSAGE),),
+                        )
+                    )
+                    continue
+                return self.end("end_turn")
+            outcomes, builder = await batch.run_batch(s, admission)
+            response = await boundary.after_batch(self, admission, outcomes, builder, turn)
+            if response is not None:
+                return response
+
+    def observe(self, receipt: BatchReceipt, drained: DrainResult) -> Decision:
+        """Reduce one settled batch with its boundary; report it; return the decision."""
+        s = self.session
+        failure_count_before = self.guard.failure_count
+        batch_count_before = self.guard.batch_count
+        decision = self.guard.observe(receipt, drained.boundary())
+        self.reports.append(
+            BatchReport(
+                batch=len(self.reports) + 1,
+                mode=self.mode.value,
+                decision=decision.kind.value,
+                reason=decision.reason.value if decision.reason is not None else None,
+                phase_before=decision.phase_before.value,
+                phase_after=decision.phase_after.value,
+                failure_count=self.guard.failure_count,
+                batch_count=self.guard.batch_count,
+                reliable_input=drained.reliable,
+            )
+        )
+        if decision.kind is not DecisionKind.NONE:
+            guard = self.guard
+            s.report(
+                "guard_decision",
+                lambda: s.telemetry.guard_decision(
+                    prompt_id=self.prompt_id,
+                    mode=self.mode,
+                    decision=decision,
+                    guard=guard,
+                    failure_count_before=failure_count_before,
+                    batch_count_before=batch_count_before,
+                    receipt=receipt,
+                ),
+            )
+        return decision
+
+    async def _record_turn(self, turn: ModelTurn, admission: Admission) -> None:
+        s = self.session
+        parts: list[Part] = []
+        if turn.text:
+            parts.append(Part(kind="text", text=turn.text))
+        for call in admission.calls:
+            tool = s.executor.resolve(call.name)
+            parts.append(
+                Part(
+                    kind="function_call",
+                    call_id=call.call_id,
+                    name=call.name,
+                    title=tool.title(call.args) if tool is not None else call.name,
+                    tool_kind=tool.kind if tool is not None else "other",
+                    args=dict(call.args),
+                    duplicate=call.call_id in admission.provider_duplicates,
+                )
+            )
+        s._record(Message(role="model", kind="model", prompt_id=self.prompt_id, parts=tuple(parts)))
+        if turn.text:
+            await s._emit(update_agent_message_text(turn.text))
+        if turn.todos is not None:
+            s.todos = turn.todos
+            await s._emit(
+                update_plan(
+                    [
+                        plan_entry(item.content, status=item.status)  # type: ignore[arg-type]
+                        for item in turn.todos
+                    ]
+                )
+            )
