@@ -60,6 +60,8 @@ METHOD_NOT_FOUND = -32601
 
 #: Sends an extension request to the client (``AgentSideConnection.ext_method``).
 ExtRequest = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
+#: Told the whole agent-side queue each time it changes (the session persists it).
+QueueListener = Callable[[tuple[str, ...]], None]
 
 
 @attrs.frozen
@@ -116,8 +118,10 @@ class MidTurnInput:
         ext_request: ExtRequest | None,
         *,
         timeout: float = DEFAULT_DRAIN_TIMEOUT,
+        on_queue_change: QueueListener | None = None,
     ) -> None:
         self._session_id = session_id
+        self._on_queue_change = on_queue_change
         self._ext_request = ext_request
         self._timeout = timeout
         self._pushed: list[str] = []
@@ -129,16 +133,34 @@ class MidTurnInput:
     def pull_disabled(self) -> bool:
         return self._pull_disabled
 
+    @property
+    def pending(self) -> tuple[str, ...]:
+        """The agent-side queue: pushed and requeued input not yet delivered."""
+        return tuple(self._pushed)
+
+    def _queue_changed(self) -> None:
+        """Every change of the agent-side queue goes through here, so it can be persisted."""
+        if self._on_queue_change is not None:
+            self._on_queue_change(tuple(self._pushed))
+
     def push(self, texts: list[str]) -> None:
         """Queue input pushed by the client (``_session/steering``)."""
         self._pushed.extend(texts)
+        self._queue_changed()
 
     def requeue(self, texts: tuple[str, ...]) -> None:
         """Put drained input back at the front: a stopped prompt leaves it queued."""
         self._pushed[:0] = list(texts)
+        self._queue_changed()
+
+    def restore(self, texts: tuple[str, ...]) -> None:
+        """Start from a persisted queue (``session/load``); nothing is re-persisted."""
+        self._pushed = list(texts)
 
     def take_pushed(self) -> list[str]:
         pushed, self._pushed = self._pushed, []
+        if pushed:
+            self._queue_changed()
         return pushed
 
     def start_prompt(self) -> None:
