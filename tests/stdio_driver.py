@@ -84,7 +84,9 @@ class RawAgent:
         threading.Thread(target=self._read, daemon=True).start()
         #: Error answers to ids nobody here is waiting for (answers to bad frames).
         self.stray: list[dict[str, Any]] = []
+        #: Answers to the requests sent with :meth:`request`, by id.
         self.answers: dict[Any, dict[str, Any]] = {}
+        self._sent: set[str] = set()
         self.agent_requests: list[dict[str, Any]] = []
         self._next = 0
 
@@ -111,6 +113,7 @@ class RawAgent:
     def request(self, method: str, params: Any) -> str:
         self._next += 1
         request_id = f"req-{self._next}"
+        self._sent.add(request_id)
         self.send(frame({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}))
         return request_id
 
@@ -142,7 +145,7 @@ class RawAgent:
                     if on_agent_request is not None:
                         on_agent_request(message)
                     self._answer(message)
-            elif message.get("id") in ids:
+            elif message.get("id") in self._sent or message.get("id") in waiting:
                 self.answers[message["id"]] = message
                 waiting.discard(message["id"])
             else:
