@@ -93,8 +93,13 @@ class RawAgent:
     def _read(self) -> None:
         assert self.proc.stdout is not None
         for line in self.proc.stdout:
-            message = json.loads(line)  # a torn or non-JSON line fails here
-            assert isinstance(message, dict), line
+            try:
+                message = json.loads(line)
+            except ValueError:
+                message = None
+            if not isinstance(message, dict):  # a torn or non-JSON line
+                self._inbox.put({"unreadable": line[:200].decode("utf-8", "replace")})
+                continue
             self._inbox.put(message)
         self._inbox.put(None)
 
@@ -126,6 +131,8 @@ class RawAgent:
             raise AssertionError(f"no message from the agent in {timeout} s") from None
         if message is None:
             raise AssertionError(f"the agent closed its output (exit code {self.proc.poll()})")
+        if "unreadable" in message:
+            raise AssertionError(f"the agent wrote a line that is not a JSON object: {message}")
         return message
 
     def wait_for(
