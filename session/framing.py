@@ -183,15 +183,14 @@ def judge_frame(line: bytes, pending: set[JsonId] | frozenset[JsonId]) -> Verdic
 
     has_id = "id" in value
     msg_id = value.get("id")
-    usable = _usable_id(msg_id)
-    echo: JsonId | None = msg_id if usable else None
+    echo: JsonId | None = msg_id if _usable_id(msg_id) else None
     if "method" in value:
         problem = None
         if not isinstance(value["method"], str):
             problem = f"request method is a JSON {_kind(value['method'])}, not a string"
         elif value.get("jsonrpc") != "2.0":
             problem = 'request without "jsonrpc": "2.0"'
-        elif has_id and not usable:
+        elif has_id and echo is None:
             problem = f"request id is a JSON {_kind(msg_id)}, not a string or an integer"
         elif "params" in value and not isinstance(value["params"], (dict, list)):
             problem = f"request params are a JSON {_kind(value['params'])}, not structured"
@@ -200,11 +199,10 @@ def judge_frame(line: bytes, pending: set[JsonId] | frozenset[JsonId]) -> Verdic
         return Verdict(forward=text + b"\n")
 
     if "result" in value or "error" in value:
-        if not usable:
+        if echo is None:
             return Verdict(warning=f"response id is a JSON {_kind(msg_id)}; ignored")
-        if msg_id not in pending:
+        if echo not in pending:
             return Verdict(warning="response to no request the agent is waiting on; ignored")
-        assert echo is not None
         problem = _response_problem(value)
         if problem is not None:
             return _settle_with_error(echo, problem)
