@@ -12,6 +12,7 @@ the agent only ever reads namespaced keys (``qwen.channel.prompt``).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 import uuid
@@ -31,10 +32,12 @@ from acp.schema import (
     PromptCapabilities,
     PromptResponse,
 )
+from pydantic import ValidationError
 
 from session.drain import DEFAULT_DRAIN_TIMEOUT, STEERING_METHOD, MidTurnInput
 from session.envconfig import load_env
 from session.executor import Executor
+from session.framing import DEFAULT_MAX_FRAME_BYTES, filtered_stdio
 from session.history import HistoryError, HistoryStore, HistoryWriteError
 from session.loop import CHANNEL_PROMPT_META_KEY, GuardedSession, SessionOptions
 from session.model import Model
@@ -304,16 +307,43 @@ class GuardedAgent:
         return None
 
 
-async def serve(agent: GuardedAgent) -> None:
-    """Serve ``agent`` on stdin/stdout until the client disconnects."""
-    from acp.agent.connection import AgentSideConnection
-    from acp.stdio import stdio_streams
+def quiet_notifications(handler: MethodHandler) -> MethodHandler:
+    """Wrap the SDK's router: a notification it cannot route costs one warning line.
 
-    reader, writer = await stdio_streams(limit=50 * 1024 * 1024)
+    A notification has no answer, so the SDK logs its failures with a traceback;
+    an unknown method or unreadable params is the client's mistake, not ours.
+    """
+
+    async def wrapped(method: str, params: Any, is_notification: bool) -> Any:
+        if not is_notification:
+            return await handler(method, params, is_notification)
+        try:
+            return await handler(method, params, is_notification)
+        except RequestError as exc:
+            _log.warning("notification %r ignored: %s", method[:100], exc)
+        except ValidationError as exc:
+            count = exc.error_count()
+            _log.warning("notification %r ignored: %d invalid params", method[:100], count)
+        return None
+
+    return wrapped
+
+
+async def serve(agent: GuardedAgent, *, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
+    """Serve ``agent`` on stdin/stdout until the client disconnects.
+
+    The SDK's connection reads stdin only through :mod:`session.framing`: bad,
+    huge and stray frames are answered or dropped there and never reach it.
+    """
+    from acp.agent.connection import AgentSideConnection
+
+    reader, writer, frames = await filtered_stdio(max_frame_bytes)
     conn = AgentSideConnection(cast(Any, agent), writer, reader, listening=False)
     inner = conn._conn
-    inner._handler = strip_colliding_meta(inner._handler)
+    inner._handler = quiet_notifications(strip_colliding_meta(inner._handler))
+    pump = asyncio.create_task(frames.pump(), name="session.framing.pump")
     try:
         await conn.listen()
     finally:
+        pump.cancel()
         await conn.close()

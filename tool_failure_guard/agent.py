@@ -49,6 +49,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="per-prompt tool-call cap (default: $TOOL_FAILURE_GUARD_MAX_TOOL_CALLS or 100)",
     )
     parser.add_argument(
+        "--max-frame-bytes",
+        type=int,
+        default=None,
+        metavar="BYTES",
+        help="refuse (and skip, unbuffered) any incoming JSON-RPC line longer than this "
+        "(default: 8388608, 8 MiB; at least 1024)",
+    )
+    parser.add_argument(
         "--report-decisions",
         action="store_true",
         help="add a per-batch guard decision table to each prompt response's _meta",
@@ -81,6 +89,7 @@ def run(args: argparse.Namespace) -> int:
     import logging
 
     from session.agent import AgentConfig, GuardedAgent, serve
+    from session.framing import DEFAULT_MAX_FRAME_BYTES, MIN_MAX_FRAME_BYTES
     from session.history import default_state_dir
     from session.model import ScenarioError, ScriptedModel, load_scenario
     from session.telemetry import build_telemetry
@@ -102,6 +111,16 @@ def run(args: argparse.Namespace) -> int:
     if args.max_tool_calls is not None and args.max_tool_calls < 1:
         print("tool-failure-guard agent: --max-tool-calls must be at least 1", file=sys.stderr)
         return 2
+    max_frame_bytes = DEFAULT_MAX_FRAME_BYTES
+    if args.max_frame_bytes is not None:
+        if args.max_frame_bytes < MIN_MAX_FRAME_BYTES:
+            print(
+                "tool-failure-guard agent: --max-frame-bytes must be at least "
+                f"{MIN_MAX_FRAME_BYTES} bytes",
+                file=sys.stderr,
+            )
+            return 2
+        max_frame_bytes = args.max_frame_bytes
     try:
         telemetry = build_telemetry(args.telemetry)
     except ValueError as exc:
@@ -121,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"tool-failure-guard agent: {problem}", file=sys.stderr)
         return 2
     try:
-        asyncio.run(serve(GuardedAgent(config)))
+        asyncio.run(serve(GuardedAgent(config), max_frame_bytes=max_frame_bytes))
     except KeyboardInterrupt:
         return 130
     return 0
