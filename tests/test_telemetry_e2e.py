@@ -228,5 +228,7 @@ def test_an_exporter_failing_on_every_call_changes_nothing_end_to_end(tmp_path: 
         broken.response.field_meta["toolFailureGuard"]["batches"]
         == good.response.field_meta["toolFailureGuard"]["batches"]
     )
-    assert broken.transcript == good.transcript
+    # Sibling calls of one batch settle in either order, so their updates may swap:
+    # the same updates must arrive, and the history (in the model's order) is identical.
+    assert sorted(broken.transcript) == sorted(good.transcript)
     assert broken.history == good.history
