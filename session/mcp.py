@@ -143,7 +143,7 @@ class McpServerConnection:
                 f"MCP server {self.name!r} was not started: no answer to initialize "
                 f"and tools/list within {timeout:g}s"
             ) from None
-        except McpStartError:
+        except BaseException:  # McpStartError, or the request itself was cancelled
             await self.close()
             raise
 
@@ -165,10 +165,9 @@ class McpServerConnection:
                 started.set_result(None)
                 await self._stop.wait()
         except asyncio.CancelledError:
-            if not started.done():
-                started.set_exception(McpStartError(f"MCP server {self.name!r} was not started"))
+            started.cancel()  # closed before it started: nobody waits for a reason any more
             raise
-        except BaseException as exc:  # the SDK raises exception groups and plain errors
+        except Exception as exc:  # the SDK raises exception groups and plain errors
             reason = _describe(exc)
             if not started.done():
                 started.set_exception(
@@ -235,6 +234,8 @@ class McpServerConnection:
         task = self._task
         if task is None or task.done():
             return
+        if self._session is None:  # still starting (or stuck in initialize): stop waiting
+            task.cancel()
         try:
             await asyncio.wait_for(asyncio.shield(task), SHUTDOWN_TIMEOUT)
         except BaseException:

@@ -314,3 +314,29 @@ async def gone(*pids: int) -> None:
 def parent_pid(pid: int) -> int:
     status = Path(f"/proc/{pid}/status").read_text(encoding="utf-8")
     return int(re.search(r"^PPid:\s+(\d+)", status, re.MULTILINE).group(1))  # type: ignore[union-attr]
+
+
+# -- the demo drives a real server ---------------------------------------------------------------
+
+
+def test_the_demo_loops_on_a_real_mcp_server_and_stops(capsys: pytest.CaptureFixture[str]) -> None:
+    from mcp_servers import FILESYSTEM
+
+    from tool_failure_guard.cli import main
+
+    status = main(
+        [
+            "demo",
+            "--scenario",
+            "mcp-read-loop",
+            "--modes",
+            "enforce",
+            "--mcp-server",
+            f"fs=node {FILESYSTEM} .",
+        ]
+    )
+    out = capsys.readouterr().out
+    assert status == 0
+    assert "read_text_file (fs) -> failed: ENOENT" in out
+    assert "_meta.loopType=repeated_tool_execution_failure" in out
+    assert "enforce        3         12         1  stopped (enforce)" in out

@@ -362,3 +362,90 @@ def test_a_project_cannot_set_the_mcp_timeout_but_home_and_process_can(tmp_path:
     assert load_env(project, home=home, environ={}).get(MCP_TIMEOUT_ENV_VAR) == "5"
     exported = load_env(project, home=home, environ={MCP_TIMEOUT_ENV_VAR: "7"})
     assert exported.get(MCP_TIMEOUT_ENV_VAR) == "7"
+
+
+# -- the agent: session/load restarts the servers, the connection's end stops them -----------
+
+
+EDGE_TOOLS = tuple(f"mcp__edge__{t}" for t in ("broken", "ok", "sleepy", "strict", "vanishing"))
+
+
+def _wrapped_edge(pid_file: Path) -> McpServerStdio:
+    script = Path(__file__).parent / "mcp_edge_server.py"
+    return McpServerStdio(
+        name="edge",
+        command="/bin/sh",
+        args=["-c", 'echo $$ > "$0"; exec "$@"', str(pid_file), sys.executable, str(script)],
+        env=[],
+    )
+
+
+def test_session_load_starts_the_servers_afresh_and_close_stops_them(tmp_path: Path) -> None:
+    from mcp_servers import alive
+
+    from session.agent import AgentConfig, GuardedAgent
+    from session.model import ScriptedModel, load_scenario
+
+    project = tmp_path / "project"
+    project.mkdir()
+    first, second = tmp_path / "first.pid", tmp_path / "second.pid"
+    agent = GuardedAgent(
+        AgentConfig(
+            model_factory=lambda: ScriptedModel(load_scenario("read-loop")),
+            state_dir=tmp_path / "state",
+        )
+    )
+
+    async def go() -> tuple[Any, Any, list[str], int, int]:
+        created = await agent.new_session(cwd=str(project), mcp_servers=[_wrapped_edge(first)])
+        sid = created.session_id
+        old = read_pid(first)
+        loaded = await agent.load_session(
+            cwd=str(project), session_id=sid, mcp_servers=[_wrapped_edge(second)]
+        )
+        new = read_pid(second)
+        await _until(lambda: not alive(old))  # the old server was shut down
+        assert alive(new)
+        executor = agent.sessions[sid].executor
+        names = [n for n in EDGE_TOOLS if executor.resolve(n) is not None]
+        await agent.close()  # the connection ended
+        return created, loaded, names, old, new
+
+    created, loaded, names, old, new = run(go())
+    for response in (created, loaded):
+        [status] = response.field_meta["toolFailureGuard"]["mcpServers"]
+        assert status == {"name": "edge", "status": "connected", "tools": 5}
+    assert names == list(EDGE_TOOLS)
+    assert old != new and not alive(old) and not alive(new)
+
+
+def test_demo_mcp_server_options_are_checked() -> None:
+    from tool_failure_guard.demo import parse_mcp_server
+
+    assert parse_mcp_server("fs=npx -y 'a b' .") == ("fs", ["npx", "-y", "a b", "."])
+    for bad, why in [
+        ("npx server", "expected NAME=COMMAND"),
+        ("=npx", "expected NAME=COMMAND"),
+        ("fs=", "the command is empty"),
+        ("fs=npx 'open", "No closing quotation"),
+    ]:
+        with pytest.raises(ValueError, match=why):
+            parse_mcp_server(bad)
+
+
+def test_a_server_that_never_answers_is_not_started_within_the_startup_timeout(
+    tmp_path: Path,
+) -> None:
+    # reads every request, answers none, keeps its output open, exits at end of input
+    silent = McpServerStdio(
+        name="silent", command="/bin/sh", args=["-c", "exec 3>&1; cat > /dev/null"], env=[]
+    )
+
+    async def go() -> SessionMcp:
+        return await connect_servers([silent], cwd=tmp_path, startup_timeout=0.5)
+
+    mcp = run(go())
+    assert mcp.connections == []
+    assert mcp.problems == [
+        "MCP server 'silent' was not started: no answer to initialize and tools/list within 0.5s"
+    ]
