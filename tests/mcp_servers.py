@@ -8,6 +8,7 @@ those tests are skipped with a message saying how to get them, never silently.
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -36,11 +37,26 @@ def node_problem() -> str | None:
     return None
 
 
-_problem = node_problem()
-#: Mark for tests that run the real npm servers: skipped, with the reason, without Node.
-needs_node = pytest.mark.skipif(
-    _problem is not None, reason=f"real MCP servers unavailable ({_problem}); {HOW_TO_GET_THEM}"
-)
+#: Set to 1 where the real servers must run (CI): a missing server fails instead of skipping.
+REQUIRE_ENV_VAR = "TOOL_FAILURE_GUARD_REQUIRE_MCP_SERVERS"
+
+
+def unavailable_message() -> str | None:
+    """Why the real servers cannot run here, and how to get them; None when they can."""
+    problem = node_problem()
+    if problem is None:
+        return None
+    return f"real MCP servers unavailable ({problem}); {HOW_TO_GET_THEM}"
+
+
+def require_real_servers() -> None:
+    """Skip the calling test, saying how to get the servers; fail instead on CI."""
+    message = unavailable_message()
+    if message is None:
+        return
+    if os.environ.get(REQUIRE_ENV_VAR) == "1":
+        pytest.fail(f"{message} ({REQUIRE_ENV_VAR}=1)")
+    pytest.skip(message)
 
 
 def filesystem_server(name: str, root: Path, *, pid_file: Path | None = None) -> McpServerStdio:

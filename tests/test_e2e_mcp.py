@@ -24,13 +24,7 @@ from typing import IO, Any, TypeVar
 import pytest
 from acp import text_block
 from acp.schema import McpServerStdio
-from mcp_servers import (
-    alive,
-    everything_server,
-    filesystem_server,
-    needs_node,
-    read_pid,
-)
+from mcp_servers import alive, everything_server, filesystem_server, read_pid
 
 from guard import REPEATED_TOOL_FAILURE_REMINDER, REPEATED_TOOL_FAILURE_STOP_MESSAGE
 from session.client import RecordingClient, spawn_guarded_agent
@@ -38,7 +32,7 @@ from session.envconfig import MCP_TIMEOUT_ENV_VAR
 from session.history import HistoryStore, Part
 from session.telemetry import GUARD_LOG_EVENT
 
-pytestmark = needs_node
+pytestmark = pytest.mark.usefixtures("real_mcp_servers")
 T = TypeVar("T")
 READ_TOOL = "mcp__fs__read_text_file"
 LONG_TOOL = "mcp__ev__trigger-long-running-operation"
@@ -304,6 +298,13 @@ def test_server_lifecycle_over_a_session(box: Box) -> None:
         ("mcp__fs__read_text_file", "success", None),  # the other server goes on
     ]
     assert results[0].text == "Echo: hello"
+    # every MCP call asked permission; the kind comes from the readOnlyHint annotation
+    assert [(r.title, r.kind) for r in client.permission_requests] == [
+        ("echo (ev)", "read"),
+        ("trigger-long-running-operation (ev)", "read"),
+        ("echo (ev)", "read"),
+        ("read_text_file (fs)", "read"),
+    ]
     run(gone(*pids))  # no orphan server processes once the agent has gone
 
 

@@ -178,14 +178,22 @@ def test_the_mcp_outcome_table_in_the_docs_matches_the_code_and_the_classifier()
 class Edge:
     """A session's registry with the edge server, and an executor over it."""
 
-    def __init__(self, mcp: SessionMcp, tmp_path: Path, timeout: float) -> None:
+    def __init__(
+        self,
+        mcp: SessionMcp,
+        tmp_path: Path,
+        timeout: float,
+        answer: PermissionAnswer = PermissionAnswer.ALLOWED,
+    ) -> None:
         self.mcp = mcp
         self.registry: dict[str, Tool] = mcp_registry(mcp, timeout, {})
+        self.asked: list[tuple[str, str, str]] = []  # (call id, kind, title)
 
-        async def allow(*_: Any) -> PermissionAnswer:
-            return PermissionAnswer.ALLOWED
+        async def ask(call: FunctionCall, tool: Tool, args: Any) -> PermissionAnswer:
+            self.asked.append((call.call_id, tool.kind, tool.title(args)))
+            return answer
 
-        self.executor = Executor(self.registry, ToolContext(cwd=tmp_path), allow)
+        self.executor = Executor(self.registry, ToolContext(cwd=tmp_path), ask)
 
     async def call(
         self, tool: str, args: dict[str, Any] | None = None, *, cancel_after: float | None = None
@@ -229,6 +237,23 @@ def test_json_rpc_errors_settle_by_the_contract(tmp_path: Path) -> None:
     assert axes(got["ok"]) == ("success", "success", None)
     assert got["ok"].output == '{"text": "fine"}'
     assert (got["ok"].policy_tool_name, got["ok"].tool_type) == ("mcp__edge__ok", "mcp")
+
+
+def test_every_mcp_call_asks_permission_and_a_refusal_is_a_cancellation(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+
+    async def go() -> tuple[CallOutcome, list[tuple[str, str, str]]]:
+        mcp = await connect_servers([edge_server("edge", EDGE_SERVER_LOG=str(log))], cwd=tmp_path)
+        edge = Edge(mcp, tmp_path, 10.0, PermissionAnswer.REJECTED)
+        try:
+            return await edge.call("sleepy", {"seconds": 0}), edge.asked
+        finally:
+            await mcp.close()
+
+    outcome, asked = run(go())
+    assert axes(outcome) == ("cancelled", "not_started", None)
+    assert asked == [("c", "other", "sleepy (edge)")]  # no annotations: kind other
+    assert _read(log) == ""  # nothing reached the server
 
 
 def test_a_timeout_cancels_the_request_at_the_server(tmp_path: Path) -> None:
