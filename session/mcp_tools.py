@@ -163,6 +163,9 @@ class McpTool:
     connection: McpServerConnection = attrs.field(eq=False, repr=False)
     validator: Validator | None = attrs.field(eq=False, repr=False)
     timeout: float
+    #: What a model needs to call it: the server's description and declared schema.
+    description: str = ""
+    input_schema: Mapping[str, Any] = attrs.field(factory=dict, eq=False, repr=False)
     tool_type: Literal["native", "mcp"] = "mcp"
     needs_permission: bool = True
 
@@ -244,5 +247,7 @@ def mcp_registry(mcp: SessionMcp, timeout: float, taken: Mapping[str, Tool]) -> 
                 connection=connection,
                 validator=_validator(connection.name, tool),
                 timeout=timeout,
+                description=tool.description or "",
+                input_schema=dict(tool.input_schema),
             )
     return registry

@@ -89,6 +89,7 @@ def test_arguments_are_validated_against_the_input_schema() -> None:
         }
     )
     assert tool.validate({"path": "a", "n": 2}) == {"path": "a", "n": 2}
+    assert tool.input_schema["required"] == ["path"]  # kept for a model's declaration
     with pytest.raises(InvalidToolParams, match="'path' is a required property"):
         tool.validate({})
     with pytest.raises(InvalidToolParams, match=r"n: 0 is less than the minimum of 1"):
