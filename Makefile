@@ -4,6 +4,9 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# Real MCP servers the tests run, at the exact versions of .mcp-servers/package-lock.json.
+MCP_SERVERS := .mcp-servers
+MCP_STAMP := $(MCP_SERVERS)/node_modules/.installed
 
 .PHONY: demo test bench render lint typecheck unit setup clean
 
@@ -17,7 +20,15 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e '.[dev]'
 	@touch $(STAMP)
 
-setup: $(STAMP)
+$(MCP_STAMP): $(MCP_SERVERS)/package.json $(MCP_SERVERS)/package-lock.json
+	@if command -v npm >/dev/null 2>&1; then \
+	  echo "installing the MCP test servers (npm ci, pinned versions)"; \
+	  npm ci --prefix $(MCP_SERVERS) --no-audit --no-fund --loglevel=error && touch $@; \
+	else \
+	  echo "warning: npm not found: tests against real MCP servers will be SKIPPED (install Node.js 20+ with npm, then run make setup)"; \
+	fi
+
+setup: $(STAMP) $(MCP_STAMP)
 
 demo: $(STAMP)
 	$(BIN)/tool-failure-guard demo
@@ -29,10 +40,10 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict statecharts guard session tool_failure_guard
 
-unit: $(STAMP)
+unit: $(STAMP) $(MCP_STAMP)
 	$(BIN)/pytest
 
-test: lint typecheck $(STAMP)
+test: lint typecheck $(STAMP) $(MCP_STAMP)
 	$(BIN)/tool-failure-guard render --check
 	$(BIN)/pytest
 
@@ -43,4 +54,4 @@ render: $(STAMP)
 	$(BIN)/tool-failure-guard render
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(MCP_SERVERS)/node_modules .pytest_cache .mypy_cache .ruff_cache .hypothesis

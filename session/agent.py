@@ -13,21 +13,26 @@ the agent only ever reads namespaced keys (``qwen.channel.prompt``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
+import signal
+import time
 import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import attrs
 from acp import PROTOCOL_VERSION
 from acp.exceptions import RequestError
+from acp.helpers import update_agent_message_text
 from acp.schema import (
     AgentCapabilities,
     Implementation,
     InitializeResponse,
     LoadSessionResponse,
+    McpCapabilities,
     NewSessionResponse,
     PromptCapabilities,
     PromptResponse,
@@ -35,7 +40,7 @@ from acp.schema import (
 from pydantic import ValidationError
 
 from session.drain import DEFAULT_DRAIN_TIMEOUT, STEERING_METHOD, MidTurnInput
-from session.envconfig import load_env
+from session.envconfig import MCP_TIMEOUT_ENV_VAR, load_env
 from session.executor import Executor
 from session.framing import DEFAULT_MAX_FRAME_BYTES, filtered_stdio
 from session.history import HistoryError, HistoryStore, HistoryWriteError
@@ -46,6 +51,9 @@ from session.replay import replay_updates
 from session.telemetry import GuardTelemetry, NullTelemetry
 from session.tools import DEFAULT_SHELL_TIMEOUT, ToolContext, default_tools
 
+if TYPE_CHECKING:  # the MCP SDK is imported only when a client names servers (start-up time)
+    from session.mcp import SessionMcp
+
 _log = logging.getLogger("session.agent")
 
 AGENT_NAME = "tool-failure-guard"
@@ -54,6 +62,8 @@ AGENT_VERSION = "0.1.0"
 #: Settings the agent reads from its merged environment (process env and env files).
 TOOL_CALL_CAP_ENV_VAR = "TOOL_FAILURE_GUARD_MAX_TOOL_CALLS"
 SHELL_TIMEOUT_ENV_VAR = "TOOL_FAILURE_GUARD_SHELL_TIMEOUT"
+#: Seconds an MCP tool call may run unless ``TOOL_FAILURE_GUARD_MCP_TIMEOUT`` says otherwise.
+DEFAULT_MCP_TIMEOUT = 60.0
 
 #: Names the SDK would let a ``_meta`` key override (parameters of every request handler).
 RESERVED_META_KEYS = frozenset(
@@ -149,6 +159,8 @@ class GuardedAgent:
         self.config = config
         self.store = HistoryStore(config.state_dir)
         self.sessions: dict[str, GuardedSession] = {}
+        #: The MCP servers of each session, shut down when the connection ends.
+        self.mcp: dict[str, SessionMcp] = {}
         self.conn: Any = None
 
     def on_connect(self, conn: Any) -> None:
@@ -164,7 +176,10 @@ class GuardedAgent:
         return InitializeResponse(
             protocol_version=min(protocol_version, PROTOCOL_VERSION),
             agent_capabilities=AgentCapabilities(
-                load_session=True, prompt_capabilities=PromptCapabilities()
+                load_session=True,
+                prompt_capabilities=PromptCapabilities(),
+                # stdio MCP servers only: exactly what session.mcp supports
+                mcp_capabilities=McpCapabilities(http=False, sse=False),
             ),
             agent_info=Implementation(
                 name=AGENT_NAME, title="Guarded agent", version=AGENT_VERSION
@@ -175,7 +190,9 @@ class GuardedAgent:
     async def authenticate(self, method_id: str, **kwargs: Any) -> None:
         return None
 
-    def _open(self, session_id: str, cwd: str, history: list[Any]) -> GuardedSession:
+    async def _open(
+        self, session_id: str, cwd: str, history: list[Any], mcp_servers: list[Any] | None
+    ) -> GuardedSession:
         project = Path(cwd)
         env = load_env(project)
         mode = env.guard_mode()  # resolved once, when the session is created
@@ -194,6 +211,20 @@ class GuardedAgent:
             integer=False,
         )
         context = ToolContext(cwd=project, shell_timeout=shell_timeout)
+        mcp_timeout = _env_setting(
+            env.get(MCP_TIMEOUT_ENV_VAR), DEFAULT_MCP_TIMEOUT, MCP_TIMEOUT_ENV_VAR, integer=False
+        )
+        old_mcp = self.mcp.pop(session_id, None)
+        if old_mcp is not None:  # session/load starts the servers afresh
+            await old_mcp.close()
+        tools = default_tools()
+        if mcp_servers:
+            from session.mcp import connect_servers
+            from session.mcp_tools import mcp_registry
+
+            mcp = await connect_servers(mcp_servers, cwd=project)
+            self.mcp[session_id] = mcp
+            tools.update(mcp_registry(mcp, mcp_timeout, tools))
         conn = self.conn
         drain = MidTurnInput(
             session_id,
@@ -205,7 +236,7 @@ class GuardedAgent:
             session_id=session_id,
             client=conn,
             model=self.config.model_factory(),
-            executor_factory=lambda s: Executor(default_tools(), context, s.ask_permission),
+            executor_factory=lambda s: Executor(tools, context, s.ask_permission),
             store=self.store,
             telemetry=self.config.telemetry,
             mode=mode,
@@ -242,8 +273,8 @@ class GuardedAgent:
             raise RequestError.internal_error(
                 {"details": "the session history could not be created"}
             ) from exc
-        self._open(session_id, cwd, [])
-        return NewSessionResponse(session_id=session_id)
+        await self._open(session_id, cwd, [], mcp_servers)
+        return NewSessionResponse(session_id=session_id, field_meta=self._mcp_meta(session_id))
 
     async def load_session(
         self,
@@ -261,10 +292,26 @@ class GuardedAgent:
         old = self.sessions.get(session_id)
         if old is not None and old.running:
             raise RequestError.invalid_request({"details": "the session has a prompt running"})
-        session = self._open(session_id, cwd, messages)
+        session = await self._open(session_id, cwd, messages, mcp_servers)
         for update in replay_updates(messages):
             await session.client.session_update(session_id, update)
-        return LoadSessionResponse()
+        return LoadSessionResponse(field_meta=self._mcp_meta(session_id))
+
+    def _mcp_meta(self, session_id: str) -> dict[str, Any] | None:
+        """``_meta.toolFailureGuard.mcpServers``: each server's status, when any were given."""
+        mcp = self.mcp.get(session_id)
+        if mcp is None or not (mcp.connections or mcp.problems):
+            return None
+        return {"toolFailureGuard": {"mcpServers": mcp.status()}}
+
+    async def close(self) -> None:
+        """Shut down every session's MCP servers (the connection ended)."""
+        servers = list(self.mcp.values())
+        self.mcp.clear()
+        started = time.monotonic()
+        await asyncio.gather(*(mcp.close() for mcp in servers))
+        if servers:
+            _log.info("MCP servers shut down in %.2fs", time.monotonic() - started)
 
     def _session(self, session_id: str) -> GuardedSession:
         session = self.sessions.get(session_id)
@@ -276,6 +323,10 @@ class GuardedAgent:
         session = self._session(session_id)
         # A routing hint from a channel bridge, not a credential: only `is True` counts.
         channel = kwargs.get(CHANNEL_PROMPT_META_KEY) is True
+        mcp = self.mcp.get(session_id)
+        if mcp is not None and not session.running:
+            for notice in mcp.take_notices():  # servers that did not start: tell the user once
+                await session.client.session_update(session_id, update_agent_message_text(notice))
         return await session.run_prompt(_prompt_texts(prompt), channel=channel)
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
@@ -342,8 +393,17 @@ async def serve(agent: GuardedAgent, *, max_frame_bytes: int = DEFAULT_MAX_FRAME
     inner = conn._conn
     inner._handler = quiet_notifications(strip_colliding_meta(inner._handler))
     pump = asyncio.create_task(frames.pump(), name="session.framing.pump")
+    listening = asyncio.ensure_future(conn.listen())
+    loop = asyncio.get_running_loop()
+    # SIGTERM ends the connection like EOF does, so MCP servers are shut down, not orphaned.
+    with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+        loop.add_signal_handler(signal.SIGTERM, listening.cancel)
     try:
-        await conn.listen()
+        with contextlib.suppress(asyncio.CancelledError):
+            await listening
     finally:
         pump.cancel()
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.remove_signal_handler(signal.SIGTERM)
+        await agent.close()
         await conn.close()

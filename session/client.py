@@ -225,7 +225,8 @@ async def spawn_guarded_agent(
         sys.executable,
         *args,
         env=agent_environment(mode, home=home, extra=extra_env),
-        transport_kwargs={"stderr": stderr},
+        # time to shut its MCP servers down before the SDK resorts to SIGTERM
+        transport_kwargs={"stderr": stderr, "shutdown_timeout": 10.0},
     ) as (conn, _process):
         await conn.initialize(
             protocol_version=PROTOCOL_VERSION,

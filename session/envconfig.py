@@ -32,8 +32,12 @@ from guard import GUARD_MODE_ENV_VAR, GuardMode, resolve_mode
 
 _log = logging.getLogger("session.envconfig")
 
+#: Seconds an MCP tool call may run: operator-only, so a project cannot raise it.
+MCP_TIMEOUT_ENV_VAR = "TOOL_FAILURE_GUARD_MCP_TIMEOUT"
+
 #: Variables only operators may set: never from a project-controlled source.
 POLICY_VARIABLES = frozenset({GUARD_MODE_ENV_VAR})
+POLICY_VARIABLES |= {MCP_TIMEOUT_ENV_VAR}
 
 _LINE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*?)\s*$")
 

@@ -14,7 +14,9 @@ permission request failed               error       not_started permission_reque
 execution returns output                success     success     (none)
 execution raises a typed ToolError      error       error       the tool's type
 execution raises without a type         error       error       unhandled_exception
-any execution failure of an MCP tool    error       error       mcp_tool_error
+the backend refuses before executing    error       not_started its reason (MCP -32602)
+an MCP tool's classified failure        error       error       mcp_* (see mcp_tools.py)
+any other execution failure of MCP      error       error       mcp_tool_error
 ``session/cancel`` during execution     cancelled   cancelled   (none)
 post-processing fails after success     error       success     (none)
 ======================================  ==========  ==========  =======================
@@ -37,9 +39,14 @@ from typing import Any, TypeVar
 
 import attrs
 
-from session.tools import InvalidToolParams, Tool, ToolContext, ToolError
+from session.tools import InvalidToolParams, Tool, ToolContext, ToolError, ToolNotStarted
 
 _log = logging.getLogger("session.executor")
+
+#: Execution error types an MCP tool settles with itself (session.mcp_tools keeps the list).
+MCP_EXECUTION_ERROR_TYPES = frozenset(
+    {"mcp_tool_error", "mcp_timeout", "mcp_server_unavailable", "mcp_protocol_error"}
+)
 _T = TypeVar("_T")
 
 #: Characters of tool output sent back to the model.
@@ -153,6 +160,8 @@ class Executor:
             execution_status, execution_error_type = "success", None
         except Cancelled:
             return _cancelled(call, tool, "cancelled", "cancelled during execution")
+        except ToolNotStarted as exc:
+            return _not_started(call, tool.name, tool.tool_type, exc.error_type, str(exc))
         except ToolError as exc:
             execution_error_type = exc.error_type
             message = str(exc)
@@ -160,7 +169,11 @@ class Executor:
             execution_error_type = "unhandled_exception"
             message = f"{type(exc).__name__}: {exc}"
             _log.warning("tool %s raised %s", tool.name, type(exc).__name__)
-        if execution_status == "error" and tool.tool_type == "mcp":
+        if (
+            execution_status == "error"
+            and tool.tool_type == "mcp"
+            and execution_error_type not in MCP_EXECUTION_ERROR_TYPES
+        ):
             execution_error_type = "mcp_tool_error"
 
         if execution_status == "error":

@@ -43,6 +43,18 @@ class InvalidToolParams(Exception):
     """The model's arguments do not fit the tool's schema; nothing was executed."""
 
 
+class ToolNotStarted(Exception):
+    """The tool's backend refused the call before executing it (an MCP server's -32602).
+
+    ``error_type`` is the not-started reason (``tool_not_registered`` or
+    ``invalid_tool_params``); the executor settles the call as ``not_started``.
+    """
+
+    def __init__(self, error_type: str, message: str) -> None:
+        super().__init__(message)
+        self.error_type = error_type
+
+
 @attrs.frozen
 class ToolContext:
     """What a running tool may use: the confined working directory and its limits."""

@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from mcp_servers import require_real_servers, unavailable_message
 
 from guard import BatchReceipt, Observation
 
@@ -65,3 +70,17 @@ def batch(*observations: Observation, complete: bool = True) -> BatchReceipt:
 
 def failures(n: int, tool: str = "read_file", error_type: str = "file_not_found") -> BatchReceipt:
     return batch(*(failure(tool, error_type) for _ in range(n)))
+
+
+@pytest.fixture
+def real_mcp_servers() -> Iterator[None]:
+    """For tests that run the real npm MCP servers (see ``tests/mcp_servers.py``)."""
+    require_real_servers()
+    yield
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Never skip the real-server tests silently: say so, and how to get them."""
+    message = unavailable_message()
+    if message is not None:
+        terminalreporter.write_line(f"NOTE: tests against {message}", yellow=True, bold=True)

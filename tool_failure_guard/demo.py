@@ -6,12 +6,19 @@ the ``read-loop`` scenario (a model that keeps reading a missing file, four
 reads per turn, and ignores the corrective reminder).  For each run it prints
 the transcript the client saw, what the model was sent after each batch (from
 the session's history file), and the guard's decision per batch.
+
+``--mcp-server "NAME=COMMAND ARG..."`` (repeatable) hands MCP servers to
+``session/new``, as an ACP client does, so a scenario such as ``mcp-read-loop``
+can loop on a real server's tool (``mcp__NAME__TOOL``).  The server runs in
+the demo's temporary project directory.
 """
 
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +39,28 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default=",".join(MODES),
         help="comma-separated guard modes to run (default: shadow,warn,enforce)",
     )
+    parser.add_argument(
+        "--mcp-server",
+        action="append",
+        default=[],
+        metavar="NAME=COMMAND ARG...",
+        help="an MCP stdio server to give the session (repeatable), e.g. "
+        "'fs=npx -y @modelcontextprotocol/server-filesystem .'",
+    )
+
+
+def parse_mcp_server(text: str) -> tuple[str, list[str]]:
+    """``NAME=COMMAND ARG...`` -> (name, argv); ValueError names what is wrong."""
+    name, sep, command = text.partition("=")
+    if not sep or not name.strip():
+        raise ValueError(f"--mcp-server {text!r}: expected NAME=COMMAND ARG...")
+    try:
+        argv = shlex.split(command)
+    except ValueError as exc:
+        raise ValueError(f"--mcp-server {text!r}: {exc}") from None
+    if not argv:
+        raise ValueError(f"--mcp-server {text!r}: the command is empty")
+    return name.strip(), argv
 
 
 def run(args: argparse.Namespace) -> int:
@@ -49,15 +78,23 @@ def run(args: argparse.Namespace) -> int:
     except ScenarioError as exc:
         print(f"demo: bad scenario: {exc}", file=sys.stderr)
         return 2
-    results = [asyncio.run(_run_mode(mode, args.scenario)) for mode in modes]
+    try:
+        servers = [parse_mcp_server(text) for text in args.mcp_server]
+    except ValueError as exc:
+        print(f"demo: {exc}", file=sys.stderr)
+        return 2
+    results = [asyncio.run(_run_mode(mode, args.scenario, servers)) for mode in modes]
     _print_summary(results)
     return 0 if all(result["ok"] for result in results) else 1
 
 
-async def _run_mode(mode: str, scenario: str) -> dict[str, Any]:
+async def _run_mode(
+    mode: str, scenario: str, servers: Sequence[tuple[str, list[str]]] = ()
+) -> dict[str, Any]:
     import tempfile
 
     from acp import text_block
+    from acp.schema import McpServerStdio
 
     from session.client import RecordingClient, spawn_guarded_agent
 
@@ -72,7 +109,11 @@ async def _run_mode(mode: str, scenario: str) -> dict[str, Any]:
         async with spawn_guarded_agent(
             client, mode=mode, state_dir=state, home=home, scenario=scenario
         ) as conn:
-            session = await conn.new_session(cwd=str(project), mcp_servers=[])
+            mcp_servers = [
+                McpServerStdio(name=name, command=argv[0], args=argv[1:], env=[])
+                for name, argv in servers
+            ]
+            session = await conn.new_session(cwd=str(project), mcp_servers=mcp_servers)
             response = await conn.prompt(session_id=session.session_id, prompt=[text_block(PROMPT)])
         meta = response.field_meta or {}
         report = meta.get("toolFailureGuard", {})
