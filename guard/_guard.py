@@ -69,13 +69,13 @@ class RepeatedToolFailureGuard:
 
     __slots__ = (
         "_batch_count",
-        "_candidate_ordinal",
         "_candidate_tool_type",
         "_enforcement_disabled",
         "_failure_count",
         "_key",
         "_mode",
         "_phase",
+        "_streaks",
     )
 
     def __init__(self, mode: GuardMode | str = GuardMode.SHADOW) -> None:
@@ -84,7 +84,7 @@ class RepeatedToolFailureGuard:
         self._key: FailureKey | None = None
         self._failure_count = 0
         self._batch_count = 0
-        self._candidate_ordinal = 0
+        self._streaks = 0
         self._enforcement_disabled = False
         self._candidate_tool_type: str | None = None
 
@@ -115,8 +115,22 @@ class RepeatedToolFailureGuard:
 
     @property
     def candidate_ordinal(self) -> int:
-        """1 for the prompt's first candidate streak, 2 for the next, ...; 0 before any."""
-        return self._candidate_ordinal
+        """The ordinal of the *active* candidate streak; 0 whenever the phase is idle.
+
+        The prompt's first candidate streak is 1, the next 2, and so on: a reset
+        or a different key ends the streak, and the next candidate gets the next
+        number.  While no candidate is active (``idle``) it reads 0.
+        """
+        return 0 if self._phase is _IDLE else self._streaks
+
+    @property
+    def last_candidate_ordinal(self) -> int:
+        """The ordinal of the prompt's most recent candidate streak, active or ended; 0 before any.
+
+        After a reset this is the ordinal of the streak that reset ended, which
+        is what the reset's diagnostic log record names.
+        """
+        return self._streaks
 
     @property
     def candidate_tool_type(self) -> str | None:
@@ -136,7 +150,7 @@ class RepeatedToolFailureGuard:
         return (
             f"RepeatedToolFailureGuard(mode={self._mode.value}, phase={self._phase.value}, "
             f"key={self._key!r}, failure_count={self._failure_count}, "
-            f"batch_count={self._batch_count}, candidate_ordinal={self._candidate_ordinal}, "
+            f"batch_count={self._batch_count}, candidate_ordinal={self.candidate_ordinal}, "
             f"enforcement_disabled={self._enforcement_disabled})"
         )
 
@@ -200,7 +214,7 @@ class RepeatedToolFailureGuard:
             self._key = verdict.key
             self._failure_count = verdict.failures
             self._batch_count = 1
-            self._candidate_ordinal += 1
+            self._streaks += 1
             return decision(DecisionKind.TRACKED, None, before, after)
         # count, remind and latch all add this batch to the streak.
         self._failure_count += verdict.failures

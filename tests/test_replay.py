@@ -233,3 +233,34 @@ def test_the_shipped_example_replays_in_every_mode(capsys: pytest.CaptureFixture
     assert stops == {"shadow": [], "warn": [], "enforce": ["read-loop", "shell-loop"]}
     old_host = [o["decision"] for o in results["enforce"] if o["prompt"] == "old-host"]
     assert old_host[-1] == "would_stop"  # an unreliable drain disabled enforcement
+
+
+def test_candidate_ordinal_is_the_active_candidates_and_zero_in_idle(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    success = json.dumps(
+        {
+            "prompt": "p1",
+            "observations": [
+                {
+                    "callId": "s",
+                    "policyToolName": "read_file",
+                    "terminalStatus": "success",
+                    "executionStatus": "success",
+                }
+            ],
+        }
+    )
+    empty = json.dumps({"prompt": "p1", "observations": []})
+    lines = [empty, line(n=2), line(n=2), success, empty, success, line(n=1)]
+    status, out, _ = run_replay(tmp_path, capsys, lines)
+    assert status == 0
+    assert [(o["decision"], o["phase"], o["candidateOrdinal"]) for o in out] == [
+        ("none", "idle", 0),
+        ("tracked", "tracking", 1),
+        ("tracked", "tracking", 1),
+        ("reset", "idle", 0),
+        ("none", "idle", 0),
+        ("none", "idle", 0),
+        ("tracked", "tracking", 2),
+    ]
