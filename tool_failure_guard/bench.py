@@ -15,7 +15,12 @@ Method (also in docs/performance.md):
   have each reduced a prompt are kept alive, divided by 10,000;
 * the same corpus is then driven through the python-statemachine engine
   (``guard.engine.EngineGuard``) and the ratio of the two medians is printed,
-  after checking that both produced identical decisions.
+  after checking that both produced identical decisions;
+* a yardstick -- :class:`YardstickReducer`, a plain hand-written reducer that
+  exists only here -- is checked to reach the guard's decisions and state on
+  every batch, then both are timed over the same prepared receipts in
+  alternating whole-corpus passes (reducers made before timing, gc off); the
+  median of the per-pair ratios is printed with their range.
 
 It prints numbers; it asserts nothing about time (machines here are shared).
 """
@@ -31,15 +36,23 @@ import time
 import timeit
 import tracemalloc
 from collections.abc import Callable
+from typing import Protocol
 
 from guard import (
+    INELIGIBLE_RESET_REASON_PRECEDENCE,
+    REPEATED_TOOL_FAILURE_BATCH_THRESHOLD,
+    REPEATED_TOOL_FAILURE_THRESHOLD,
     BatchReceipt,
     Decision,
+    DecisionKind,
     GuardMode,
     InputBoundary,
     Observation,
+    Phase,
     RepeatedToolFailureGuard,
+    ResetReason,
 )
+from guard._values import decision as interned
 
 HELP = "measure the guard's per-batch cost against the python-statemachine engine"
 
@@ -129,6 +142,199 @@ def build_corpus(batches: int = 10_000, seed: int = 20261130) -> list[Prompt]:
         corpus.append((rng.choice(modes), prompt))
         total += len(prompt)
     return corpus
+
+
+# -- the yardstick: a plain hand-written reducer, for comparison only ----------
+#
+# NOT the runtime.  Sessions never use it; the runtime's transitions are derived
+# from the statechart (guard._table).  It is the reducer one would write by hand
+# in plain CPython, the way the original TypeScript reducer is written: classify
+# each entry with if/else, then a branch per phase.  The bench checks that it
+# reaches the same decisions as the guard on the whole corpus, then times both
+# side by side over the same prepared receipts.
+
+_YS_PRECEDENCE = {reason: rank for rank, reason in enumerate(INELIGIBLE_RESET_REASON_PRECEDENCE)}
+
+
+class YardstickReducer:
+    """Yardstick only: a plain hand-written reducer with the guard's decisions."""
+
+    __slots__ = ("batches", "disabled", "failures", "key", "mode", "ordinal", "phase", "streaks")
+
+    def __init__(self, mode: GuardMode) -> None:
+        self.mode = mode
+        self.phase = Phase.IDLE
+        self.key: tuple[str, str] | None = None
+        self.failures = 0
+        self.batches = 0
+        self.disabled = False
+        self.ordinal = 0  # the active candidate's; 0 in idle
+        self.streaks = 0
+
+    def observe(self, receipt: BatchReceipt, boundary: InputBoundary | None = None) -> Decision:
+        phase = self.phase
+        if self.mode is GuardMode.OFF or phase is Phase.LATCHED:
+            return interned(DecisionKind.NONE, None, phase, phase)
+        reason: ResetReason | None = None
+        downgrade = False
+        if boundary is not None and not boundary.reliable:
+            reason, downgrade = ResetReason.UNRELIABLE_INPUT, True
+        elif boundary is not None and boundary.has_external_input:
+            reason = ResetReason.EXTERNAL_INPUT
+        elif boundary is not None and boundary.has_queued_prompt:
+            reason = ResetReason.QUEUED_PROMPT
+        elif not receipt.complete:
+            reason = ResetReason.INCOMPLETE
+        succeeded: set[str] = set()
+        candidate: tuple[str, str] | None = None
+        count = 0
+        if reason is None:
+            failed: list[tuple[str, str]] = []
+            for o in receipt.observations:
+                if o.provider_duplicate:
+                    continue
+                terminal, execution = o.terminal_status, o.execution_status
+                if terminal == "cancelled":
+                    found = ResetReason.CANCELLED
+                elif terminal == "success":
+                    if execution == "success" or execution == "not_started":
+                        if o.policy_tool_name:
+                            succeeded.add(o.policy_tool_name)
+                            continue
+                        found = ResetReason.UNKNOWN
+                    elif execution == "error" or execution == "cancelled":
+                        found = ResetReason.CONTRACT_VIOLATION
+                    else:
+                        found = ResetReason.UNKNOWN
+                elif execution == "error":
+                    error_type = o.execution_error_type
+                    if o.policy_tool_name and error_type and error_type != "unknown":
+                        failed.append((o.policy_tool_name, error_type))
+                        continue
+                    found = ResetReason.UNKNOWN
+                elif execution == "cancelled":
+                    found = ResetReason.CANCELLED
+                elif execution == "not_started":
+                    found = ResetReason.NOT_STARTED
+                elif execution == "success":
+                    found = ResetReason.POST_EXECUTION_FAILURE
+                else:
+                    found = ResetReason.UNKNOWN
+                if found is ResetReason.UNKNOWN or found is ResetReason.CONTRACT_VIOLATION:
+                    downgrade = True
+                if reason is None or _YS_PRECEDENCE[found] < _YS_PRECEDENCE[reason]:
+                    reason = found
+            if reason is None:
+                for failure in failed:
+                    if failure[0] in succeeded:
+                        continue
+                    if candidate is None:
+                        candidate = failure
+                    elif failure != candidate:
+                        reason = ResetReason.MIXED
+                        break
+                    count += 1
+        if reason is not None:
+            newly_disabled = downgrade and not self.disabled
+            if downgrade:
+                self.disabled = True
+            if phase is Phase.IDLE and not newly_disabled:
+                return interned(DecisionKind.NONE, None, phase, phase)
+            return self._reset(reason, phase)
+        if candidate is None:
+            if self.key is not None and self.key[0] in succeeded:
+                return self._reset(ResetReason.SUCCESS, phase)
+            return interned(DecisionKind.NONE, None, phase, phase)
+        if candidate != self.key:
+            self.key, self.failures, self.batches = candidate, count, 1
+            self.streaks += 1
+            self.ordinal = self.streaks
+            self.phase = Phase.TRACKING
+            return interned(DecisionKind.TRACKED, None, phase, Phase.TRACKING)
+        self.failures += count
+        self.batches += 1
+        if phase is Phase.WARNED:
+            self.phase = Phase.LATCHED
+            if self.mode is GuardMode.ENFORCE and not self.disabled:
+                return interned(DecisionKind.STOP, None, phase, Phase.LATCHED)
+            return interned(DecisionKind.WOULD_STOP, None, phase, Phase.LATCHED)
+        if (
+            self.failures >= REPEATED_TOOL_FAILURE_THRESHOLD
+            and self.batches >= REPEATED_TOOL_FAILURE_BATCH_THRESHOLD
+        ):
+            self.phase = Phase.WARNED
+            kind = DecisionKind.WOULD_WARN if self.mode is GuardMode.SHADOW else DecisionKind.WARN
+            return interned(kind, None, phase, Phase.WARNED)
+        return interned(DecisionKind.TRACKED, None, phase, phase)
+
+    def _reset(self, reason: ResetReason, phase: Phase) -> Decision:
+        self.key, self.failures, self.batches, self.ordinal = None, 0, 0, 0
+        self.phase = Phase.IDLE
+        return interned(DecisionKind.RESET, reason, phase, Phase.IDLE)
+
+
+class _Reducer(Protocol):
+    def observe(self, receipt: BatchReceipt, boundary: InputBoundary | None = None) -> Decision: ...
+
+
+def _observe_pass(corpus: list[Prompt], make: Callable[[GuardMode], _Reducer]) -> float:
+    """Seconds of ``observe`` over the whole corpus; fresh reducers are made before timing."""
+    reducers = [make(mode) for mode, _ in corpus]
+    pairs = list(zip(reducers, corpus, strict=True))
+    start = time.perf_counter()
+    for reducer, (_, batches) in pairs:
+        observe = reducer.observe
+        for receipt, boundary in batches:
+            observe(receipt, boundary)
+    return time.perf_counter() - start
+
+
+def side_by_side(corpus: list[Prompt], pairs: int = 9) -> tuple[list[float], list[float]]:
+    """Seconds per pass of the guard and of the yardstick, in alternating passes, gc off."""
+    guard_times: list[float] = []
+    yardstick_times: list[float] = []
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        for _ in range(pairs):
+            guard_times.append(_observe_pass(corpus, RepeatedToolFailureGuard))
+            yardstick_times.append(_observe_pass(corpus, YardstickReducer))
+    finally:
+        if enabled:
+            gc.enable()
+    return guard_times, yardstick_times
+
+
+def yardstick_agrees(
+    corpus: list[Prompt], make: Callable[[GuardMode], YardstickReducer] = YardstickReducer
+) -> bool:
+    """The yardstick reaches the guard's decision and state on every batch of the corpus."""
+    for mode, batches in corpus:
+        guard = RepeatedToolFailureGuard(mode)
+        yardstick = make(mode)
+        for receipt, boundary in batches:
+            if guard.observe(receipt, boundary) is not yardstick.observe(receipt, boundary):
+                return False
+            key = guard.key
+            state = (
+                guard.phase,
+                None if key is None else (key.policy_tool_name, key.execution_error_type),
+                guard.failure_count,
+                guard.batch_count,
+                guard.candidate_ordinal,
+                guard.enforcement_disabled,
+            )
+            expected = (
+                yardstick.phase,
+                yardstick.key,
+                yardstick.failures,
+                yardstick.batches,
+                yardstick.ordinal,
+                yardstick.disabled,
+            )
+            if state != expected:
+                return False
+    return True
 
 
 def _drive(
@@ -266,4 +472,21 @@ def run(args: argparse.Namespace) -> int:
         f"creation {engine_creation / creation:.0f}x"
     )
     print(f"engine and derived table decisions identical: {'yes' if identical else 'NO'}")
-    return 0 if identical else 1
+
+    agrees = yardstick_agrees(corpus)
+    guard_times, yardstick_times = side_by_side(corpus, max(args.rounds, 9))
+    ratios = sorted(g / y for g, y in zip(guard_times, yardstick_times, strict=True))
+    observe_ratio = statistics.median(ratios)
+    print(
+        f"observe vs yardstick (a plain hand-written reducer, bench only), "
+        f"{len(ratios)} alternating passes, gc off: guard best "
+        f"{min(guard_times) / n_batches * 1e6:.2f} µs, yardstick best "
+        f"{min(yardstick_times) / n_batches * 1e6:.2f} µs per batch"
+    )
+    print(
+        f"observe / yardstick ratio: median {observe_ratio:.2f} "
+        f"(passes {ratios[0]:.2f}-{ratios[-1]:.2f})   target <= 1.2: "
+        f"{verdict(observe_ratio <= 1.2)}"
+    )
+    print(f"yardstick decisions and state identical to the guard's: {'yes' if agrees else 'NO'}")
+    return 0 if identical and agrees else 1
