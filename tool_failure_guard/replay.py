@@ -44,8 +44,6 @@ from guard import (
     InputBoundary,
     Observation,
     RepeatedToolFailureGuard,
-    TerminalStatus,
-    ToolType,
 )
 
 HELP = "reduce JSON Lines batch receipts through the guard and print its decisions"
@@ -176,8 +174,6 @@ _ABSENT: Any = object()
 _BATCH_KEY_SET = frozenset(_BATCH_KEYS)
 _OBSERVATION_KEY_SET = frozenset(_OBSERVATION_KEYS)
 _MODES: dict[str, GuardMode] = {mode.value: mode for mode in GuardMode}
-_TERMINAL_STATUSES = frozenset(status.value for status in TerminalStatus)
-_TOOL_TYPES = frozenset(tool_type.value for tool_type in ToolType)
 #: The eight possible boundaries, interned; the quiet one is None (observe's default).
 _BOUNDARIES: dict[tuple[bool, bool, bool], InputBoundary | None] = {
     (external, queued, reliable): InputBoundary(
@@ -221,46 +217,28 @@ def _fast_batch(text: str) -> FastBatch | None:
         or type(reliable) is not bool
     ):
         return None
+    # Observation's validators hold each value to exactly what parse_batch
+    # demands of it (a string, a string or null, a boolean, a known status or
+    # tool type); what they refuse goes to parse_batch for its message.
+    observations = []
     try:
-        observations = []
         for item in items:
             if type(item) is not dict or not item.keys() <= _OBSERVATION_KEY_SET:
                 return None
-            call_id = item.get("callId")
-            terminal = item.get("terminalStatus")
-            execution = item.get("executionStatus")
-            error_type = item.get("executionErrorType")
-            tool = item.get("policyToolName")
-            tool_type = item.get("toolType")
-            duplicate = item.get("providerDuplicate", False)
-            if (
-                type(call_id) is not str
-                or not call_id
-                or type(terminal) is not str
-                or terminal not in _TERMINAL_STATUSES
-                or (execution is not None and type(execution) is not str)
-                or (error_type is not None and type(error_type) is not str)
-                or (tool is not None and type(tool) is not str)
-                or (
-                    tool_type is not None
-                    and (type(tool_type) is not str or tool_type not in _TOOL_TYPES)
-                )
-                or type(duplicate) is not bool
-            ):
-                return None
+            get = item.get
             observations.append(
                 Observation(
-                    call_id=call_id,
-                    terminal_status=terminal,
-                    execution_status=execution,
-                    execution_error_type=error_type,
-                    policy_tool_name=tool,
-                    tool_type=tool_type,
-                    provider_duplicate=duplicate,
+                    call_id=get("callId", ""),
+                    terminal_status=get("terminalStatus", ""),
+                    execution_status=get("executionStatus"),
+                    execution_error_type=get("executionErrorType"),
+                    policy_tool_name=get("policyToolName"),
+                    tool_type=get("toolType"),
+                    provider_duplicate=get("providerDuplicate", False),
                 )
             )
         receipt = BatchReceipt(observations, complete=complete)
-    except (TypeError, ValueError):  # pragma: no cover - the checks above mirror the validators
+    except (TypeError, ValueError):
         return None
     return prompt, mode, receipt, _BOUNDARIES[external, queued, reliable]
 
