@@ -77,6 +77,10 @@ _REMIND_KIND = {
 class Step(NamedTuple):
     """One derived transition, prepared for the per-batch path.
 
+    A named tuple rather than an attrs value because ``observe`` unpacks it in
+    one step; like the table it comes from, it is built once at import and
+    never changed.
+
     ``decision`` and ``decisions`` are the interned decisions the action can
     return, worked out once from the transition's source and target:
 

@@ -18,14 +18,15 @@ Method (also in docs/performance.md):
   after checking that both produced identical decisions;
 * a yardstick -- :class:`YardstickReducer`, a plain hand-written reducer that
   exists only here -- is checked to reach the guard's decisions and state on
-  every batch, then both are timed over the same prepared receipts in passes
-  over the corpus that alternate the two every 50 prompts (reducers made
-  before timing, gc off); the median of the per-pass ratios is printed with
-  their range;
-* the corpus is written as replay input (JSON Lines, once with keys at their
-  defaults left out, once with every key spelled out) and ``replay`` is timed
-  against bare ``json.loads`` + ``json.dumps`` of the same lines, both
-  streaming the file and writing to ``os.devnull``, in alternating passes.
+  every batch, then both are timed over the same prepared receipts (reducers
+  made before timing, gc off) in passes that alternate the two every 50
+  prompts; the ratio of each side's best time per chunk is printed with the
+  spread of whole-pass ratios;
+* the corpus is written as replay input (JSON Lines in chunk files of 50
+  prompts, once with keys at their defaults left out, once with every key
+  spelled out) and ``replay`` is timed against bare ``json.loads`` +
+  ``json.dumps`` of the same lines, both streaming each file and writing to
+  ``os.devnull``, alternating per chunk; ratio and spread as above.
 
 It prints numbers; it asserts nothing about time (machines here are shared).
 """
