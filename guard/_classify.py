@@ -27,6 +27,7 @@ still be warned but is never enforced.
 from __future__ import annotations
 
 import enum
+from collections.abc import Set
 
 import attrs
 
@@ -132,7 +133,36 @@ RESET_VERDICTS: dict[tuple[ResetReason, bool], BatchVerdict] = {
 #: The verdict of a batch with nothing to say (empty, or only provider duplicates).
 EMPTY_VERDICT = BatchVerdict()
 
-_DOWNGRADING = (_C.UNKNOWN, _C.CONTRACT_VIOLATION)
+#: What :func:`scan_batch` returns: the fields of a :class:`BatchVerdict` as a
+#: plain tuple (reason, downgrade, key tool, key error type, failures,
+#: succeeded tools, tool type), so that the per-batch path allocates no object.
+#: The succeeded tools may be a mutable set owned by the caller from then on.
+Scan = tuple[ResetReason | None, bool, str | None, str | None, int, Set[str], str | None]
+
+_NO_TOOLS: frozenset[str] = frozenset()
+#: Interned reset scans, one per (reason, downgrade).
+_RESET_SCANS: dict[tuple[ResetReason, bool], Scan] = {
+    (reason, downgrade): (reason, downgrade, None, None, 0, _NO_TOOLS, None)
+    for reason in ResetReason
+    for downgrade in (False, True)
+}
+_UNRELIABLE_SCAN = _RESET_SCANS[ResetReason.UNRELIABLE_INPUT, True]
+_EXTERNAL_SCAN = _RESET_SCANS[ResetReason.EXTERNAL_INPUT, False]
+_QUEUED_SCAN = _RESET_SCANS[ResetReason.QUEUED_PROMPT, False]
+_INCOMPLETE_SCAN = _RESET_SCANS[ResetReason.INCOMPLETE, False]
+_MIXED_SCAN = _RESET_SCANS[ResetReason.MIXED, False]
+
+_ELIGIBLE = _C.ELIGIBLE_FAILURE
+_SUCCESS = _C.SUCCESS
+_UNKNOWN = _C.UNKNOWN
+_CANCELLED = _C.CANCELLED
+#: (terminal status, execution status) -> class, with a missing execution status
+#: spelled None; pairs absent here are unknown, or cancelled when the terminal
+#: status is (see the fall-back in :func:`scan_batch`).
+_CLASS_OF: dict[tuple[str, str | None], ObservationClass] = {
+    pair: cls for pair, cls in OUTCOME_TABLE.items()
+}
+#: Each ineligible class -> its rank in INELIGIBLE_RESET_REASON_PRECEDENCE.
 _RANK = {
     _C.CONTRACT_VIOLATION: 0,
     _C.CANCELLED: 1,
@@ -140,49 +170,68 @@ _RANK = {
     _C.NOT_STARTED: 3,
     _C.POST_EXECUTION_FAILURE: 4,
 }
-_REASON_OF_RANK = INELIGIBLE_RESET_REASON_PRECEDENCE
+_NO_RANK = len(_RANK)
+#: Ranks whose class downgrades the prompt (unknown, contract violation).
+_DOWNGRADING_RANKS = frozenset({_RANK[_C.UNKNOWN], _RANK[_C.CONTRACT_VIOLATION]})
+#: (best rank, downgrade) -> the interned reset scan.
+_SCAN_OF_RANK: dict[tuple[int, bool], Scan] = {
+    (rank, downgrade): _RESET_SCANS[INELIGIBLE_RESET_REASON_PRECEDENCE[rank], downgrade]
+    for rank in range(_NO_RANK)
+    for downgrade in (False, True)
+}
 
 
-def classify_batch(receipt: BatchReceipt, boundary: InputBoundary) -> BatchVerdict:
-    """Reduce a settled batch and its input boundary to a :class:`BatchVerdict`.
+def scan_batch(receipt: BatchReceipt, boundary: InputBoundary | None) -> Scan:
+    """The classifier's per-batch path: :func:`classify_batch` as a plain tuple.
 
     The order is the specification's: the input boundary first (an unreliable
-    drain, then external input, then a queued prompt), then completeness, then
-    the entries with provider duplicates filtered out.
+    drain, then external input, then a queued prompt; ``None`` means a quiet
+    boundary), then completeness, then the entries with provider duplicates
+    filtered out, each classified exactly as :func:`classify_observation` does.
     """
-    if not boundary.reliable:
-        return RESET_VERDICTS[ResetReason.UNRELIABLE_INPUT, True]
-    if boundary.has_external_input:
-        return RESET_VERDICTS[ResetReason.EXTERNAL_INPUT, False]
-    if boundary.has_queued_prompt:
-        return RESET_VERDICTS[ResetReason.QUEUED_PROMPT, False]
+    if boundary is not None:
+        if not boundary.reliable:
+            return _UNRELIABLE_SCAN
+        if boundary.has_external_input:
+            return _EXTERNAL_SCAN
+        if boundary.has_queued_prompt:
+            return _QUEUED_SCAN
     if not receipt.complete:
-        return RESET_VERDICTS[ResetReason.INCOMPLETE, False]
+        return _INCOMPLETE_SCAN
 
-    best_rank = 5
+    best_rank = _NO_RANK
     downgrade = False
     succeeded: set[str] = set()
     failed: list[Observation] = []
-    seen = False
     for observation in receipt.observations:
-        cls = classify_observation(observation)
-        if cls is _C.PROVIDER_DUPLICATE:
+        if observation.provider_duplicate:
             continue
-        seen = True
-        if cls is _C.ELIGIBLE_FAILURE:
-            failed.append(observation)
-        elif cls is _C.SUCCESS:
-            succeeded.add(observation.policy_tool_name)  # type: ignore[arg-type]
-        else:
-            rank = _RANK[cls]
-            if rank < best_rank:
-                best_rank = rank
-            if cls in _DOWNGRADING:
-                downgrade = True
-    if best_rank < 5:
-        return RESET_VERDICTS[_REASON_OF_RANK[best_rank], downgrade]
-    if not seen:
-        return EMPTY_VERDICT
+        cls = _CLASS_OF.get((observation.terminal_status, observation.execution_status))
+        if cls is _ELIGIBLE:
+            error_type = observation.execution_error_type
+            if (
+                observation.policy_tool_name
+                and error_type
+                and error_type != _UNCLASSIFIED_ERROR_TYPE
+            ):
+                failed.append(observation)
+                continue
+            cls = _UNKNOWN
+        elif cls is _SUCCESS:
+            tool = observation.policy_tool_name
+            if tool:
+                succeeded.add(tool)
+                continue
+            cls = _UNKNOWN
+        elif cls is None:
+            cls = _CANCELLED if observation.terminal_status == "cancelled" else _UNKNOWN
+        rank = _RANK[cls]
+        if rank < best_rank:
+            best_rank = rank
+        if rank in _DOWNGRADING_RANKS:
+            downgrade = True
+    if best_rank != _NO_RANK:
+        return _SCAN_OF_RANK[best_rank, downgrade]
 
     key_tool: str | None = None
     key_type: str | None = None
@@ -197,16 +246,29 @@ def classify_batch(receipt: BatchReceipt, boundary: InputBoundary) -> BatchVerdi
             key_type = observation.execution_error_type
             tool_type = observation.tool_type
         elif tool != key_tool or observation.execution_error_type != key_type:
-            return RESET_VERDICTS[ResetReason.MIXED, False]
+            return _MIXED_SCAN
         elif observation.tool_type != tool_type:
             tool_type = None
         failures += 1
-    frozen_succeeded = frozenset(succeeded)
+    return None, False, key_tool, key_type, failures, succeeded, tool_type
+
+
+def classify_batch(receipt: BatchReceipt, boundary: InputBoundary) -> BatchVerdict:
+    """Reduce a settled batch and its input boundary to a :class:`BatchVerdict`.
+
+    The same reduction as :func:`scan_batch` (which the guard runs per batch),
+    returned as the frozen value.
+    """
+    reason, downgrade, key_tool, key_type, failures, succeeded, tool_type = scan_batch(
+        receipt, boundary
+    )
+    if reason is not None:
+        return RESET_VERDICTS[reason, downgrade]
     if key_tool is None:
-        return BatchVerdict(succeeded_tools=frozen_succeeded)
+        return BatchVerdict(succeeded_tools=frozenset(succeeded)) if succeeded else EMPTY_VERDICT
     return BatchVerdict(
         key=FailureKey(key_tool, key_type),  # type: ignore[arg-type]
         failures=failures,
-        succeeded_tools=frozen_succeeded,
+        succeeded_tools=frozenset(succeeded),
         tool_type=tool_type,
     )

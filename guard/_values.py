@@ -147,13 +147,49 @@ class Observation:
     producer fails open (reset, no enforcement) rather than crashing.
     """
 
-    call_id: str = attrs.field(validator=_check_call_id)
-    terminal_status: str = attrs.field(validator=_check_terminal_status)
-    execution_status: str | None = attrs.field(default=None, validator=_check_optional_str)
-    execution_error_type: str | None = attrs.field(default=None, validator=_check_optional_str)
-    policy_tool_name: str | None = attrs.field(default=None, validator=_check_optional_str)
-    tool_type: str | None = attrs.field(default=None, validator=_check_tool_type)
-    provider_duplicate: bool = attrs.field(default=False, validator=_check_bool)
+    call_id: str
+    terminal_status: str
+    execution_status: str | None = None
+    execution_error_type: str | None = None
+    policy_tool_name: str | None = None
+    tool_type: str | None = None
+    provider_duplicate: bool = False
+
+    def __attrs_post_init__(self) -> None:
+        # Every field is checked in one pass -- receipts are built per settled
+        # call, and a validator call per field costs as much again as building
+        # the value -- and only when something is wrong are the per-field checks
+        # run, in field order, for the error that names the field.
+        call_id = self.call_id
+        execution_status = self.execution_status
+        error_type = self.execution_error_type
+        tool = self.policy_tool_name
+        if (
+            isinstance(call_id, str)
+            and call_id
+            and self.terminal_status in _TERMINAL_STATUSES
+            and (execution_status is None or isinstance(execution_status, str))
+            and (error_type is None or isinstance(error_type, str))
+            and (tool is None or isinstance(tool, str))
+            and (self.tool_type is None or self.tool_type in _TOOL_TYPES)
+            and isinstance(self.provider_duplicate, bool)
+        ):
+            return
+        fields: tuple[attrs.Attribute[Any], ...] = attrs.fields(Observation)
+        for attribute, check in zip(fields, _OBSERVATION_CHECKS, strict=True):
+            check(self, attribute, getattr(self, attribute.name))
+
+
+#: The per-field checks of Observation, in field order.
+_OBSERVATION_CHECKS = (
+    _check_call_id,
+    _check_terminal_status,
+    _check_optional_str,
+    _check_optional_str,
+    _check_optional_str,
+    _check_tool_type,
+    _check_bool,
+)
 
 
 def _to_observations(value: Iterable[Observation]) -> tuple[Observation, ...]:

@@ -10,11 +10,10 @@ difference between the two can only come from deriving the table.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from guard._classify import BatchVerdict
-from guard._guard import RepeatedToolFailureGuard
+from guard._guard import STEP_OF, RepeatedToolFailureGuard, Step
 from guard._table import Transition, declared_transitions
 from guard._values import GuardMode, Phase
 from statecharts import ACTIONS, CONDITIONS, SETTLE, RepeatedToolFailureChart
@@ -49,24 +48,62 @@ for _action in ACTIONS:
     setattr(_ChartModel, _action, _recorder(_action))
 
 
+class _EngineRow:
+    """``row[facts_index]``: send one ``settle`` to the engine, return the step it took."""
+
+    __slots__ = ("_guard", "_source")
+
+    def __init__(self, guard: EngineGuard, source: Phase) -> None:
+        self._guard = guard
+        self._source = source
+
+    def __getitem__(self, index: int) -> Step:
+        return STEP_OF[self._guard.select(self._source, index)]
+
+
+class _EngineSteps(Mapping[Phase, Any]):
+    """The engine twin's stand-in for the derived table the guard looks steps up in."""
+
+    __slots__ = ("_guard",)
+
+    def __init__(self, guard: EngineGuard) -> None:
+        self._guard = guard
+
+    def __getitem__(self, phase: Phase) -> Any:
+        return _EngineRow(self._guard, phase)
+
+    def __iter__(self) -> Iterator[Phase]:
+        return iter(_BY_SOURCE)
+
+    def __len__(self) -> int:
+        return len(_BY_SOURCE)
+
+
 class EngineGuard(RepeatedToolFailureGuard):
     """A :class:`RepeatedToolFailureGuard` whose transitions the engine picks."""
 
-    __slots__ = ("_chart", "_model")
+    __slots__ = ("_chart", "_engine_steps", "_model")
 
     def __init__(self, mode: GuardMode | str = GuardMode.SHADOW) -> None:
         super().__init__(mode)
         self._model = _ChartModel()
         self._chart = RepeatedToolFailureChart(model=self._model)
+        self._engine_steps = _EngineSteps(self)
+
+    @property
+    def _steps(self) -> Mapping[Phase, Any]:  # type: ignore[override]
+        return self._engine_steps
 
     @property
     def engine_phase(self) -> Phase:
         """The phase the engine believes it is in."""
         return Phase(self._model.state)
 
-    def _select(self, index: int, verdict: BatchVerdict) -> Transition:
+    def select(self, source: Phase, index: int) -> Transition:
+        """Send the facts of ``index`` to the engine; return the declared transition it took."""
+        if source is not self.engine_phase:
+            raise AssertionError(f"guard in {source}, engine in {self.engine_phase}")
         facts = {name: bool(index >> bit & 1) for bit, name in enumerate(CONDITIONS)}
-        source = self.engine_phase
         fired_before = len(self._model.fired)
         self._chart.send(SETTLE, facts=facts)
         fired = self._model.fired[fired_before:]

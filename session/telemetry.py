@@ -310,7 +310,7 @@ class OpenTelemetrySink:
             self._guard_counter.add(1, labels)
             record: dict[str, str | int] = dict(labels)
             record["prompt_id"] = str(prompt_id)
-            record["candidate_ordinal"] = int(guard.candidate_ordinal)
+            record["candidate_ordinal"] = _logged_ordinal(decision, guard)
             if key is not None:
                 record["execution_error_type"] = key.execution_error_type
             self._logger.emit(
@@ -455,6 +455,20 @@ class OpenTelemetrySink:
             sys.stderr.flush()
         except Exception:
             pass
+
+
+def _logged_ordinal(decision: Decision, guard: RepeatedToolFailureGuard) -> int:
+    """The log's ``candidate_ordinal``: the active candidate's, or on a reset the ended one's.
+
+    The guard's ``candidate_ordinal`` is 0 once a reset returned it to idle; the
+    reset's record names the streak that reset ended instead (0 when it ended
+    none: an idle prompt's first downgrade).
+    """
+    if decision.kind is DecisionKind.RESET:
+        if decision.phase_before is Phase.IDLE:
+            return 0
+        return int(guard.last_candidate_ordinal)
+    return int(guard.candidate_ordinal)
 
 
 # -- building the sink the CLI asks for ---------------------------------------

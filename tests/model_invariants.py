@@ -39,6 +39,7 @@ class Snapshot:
     failure_count: int
     batch_count: int
     candidate_ordinal: int
+    last_candidate_ordinal: int
     enforcement_disabled: bool
 
     @classmethod
@@ -49,6 +50,7 @@ class Snapshot:
             guard.failure_count,
             guard.batch_count,
             guard.candidate_ordinal,
+            guard.last_candidate_ordinal,
             guard.enforcement_disabled,
         )
 
@@ -62,6 +64,8 @@ class Ledger:
     #: receipts alone (never read back from the guard)
     key: tuple[str, str] | None = None
     counted: int = 0
+    #: candidate streaks started in this prompt, counted here from the decisions
+    streaks: int = 0
     #: candidate ordinals that received would_warn / warn in this prompt
     warned_ordinals: frozenset[int] = frozenset()
     enforcement_disabled: bool = False
@@ -124,15 +128,16 @@ def check_step(
         or not receipt.complete
         or bool(classes & NEVER_COUNTED)
     )
-    key, counted = ledger.key, ledger.counted
+    key, counted, streaks = ledger.key, ledger.counted, ledger.streaks
     if decision.kind is K.RESET:
         key, counted = None, 0
     elif decision.kind in (K.TRACKED, K.WOULD_WARN, K.WARN, K.WOULD_STOP, K.STOP):
         assert not disqualified and candidate is not None
         new_streak = candidate != ledger.key
-        assert (after.candidate_ordinal == before.candidate_ordinal + 1) == new_streak
+        assert (after.last_candidate_ordinal == before.last_candidate_ordinal + 1) == new_streak
         if new_streak:
             assert after.batch_count == 1
+            streaks += 1
         key, counted = candidate, (0 if new_streak else ledger.counted) + failures
     else:  # none: a clean batch with exactly one key is never dropped
         assert disqualified or candidate is None
@@ -144,6 +149,15 @@ def check_step(
     )
     assert guard_key == key
     assert after.failure_count == counted
+
+    # the ordinal is the active candidate's: 0 exactly in idle, and numbering
+    # continues across resets (the next candidate gets the next number)
+    assert after.last_candidate_ordinal == streaks
+    assert after.candidate_ordinal == (0 if after.phase is Phase.IDLE else streaks)
+    assert (after.candidate_ordinal == 0) == (after.phase is Phase.IDLE)
+    if decision.kind is K.RESET:
+        assert after.candidate_ordinal == 0
+        assert after.last_candidate_ordinal == before.last_candidate_ordinal
 
     warned = ledger.warned_ordinals
     if decision.kind in (K.WOULD_WARN, K.WARN):
@@ -168,6 +182,7 @@ def check_step(
         ledger,
         key=key,
         counted=counted,
+        streaks=streaks,
         warned_ordinals=warned,
         enforcement_disabled=after.enforcement_disabled,
         latched=after.phase is Phase.LATCHED,

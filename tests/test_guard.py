@@ -197,13 +197,40 @@ def test_a_new_key_starts_a_new_streak_with_a_new_ordinal() -> None:
 
 def test_same_key_keeps_its_ordinal_and_a_reset_then_new_streak_takes_the_next() -> None:
     guard = RepeatedToolFailureGuard(GuardMode.SHADOW)
+    assert (guard.candidate_ordinal, guard.last_candidate_ordinal) == (0, 0)
     guard.observe(failures(2))
     guard.observe(failures(2))
+    assert (guard.candidate_ordinal, guard.last_candidate_ordinal) == (1, 1)
+    assert guard.observe(batch(success())).kind is K.RESET
+    # no candidate is active after the reset; the ended streak's number is kept apart
+    assert (guard.phase, guard.candidate_ordinal, guard.last_candidate_ordinal) == (
+        Phase.IDLE,
+        0,
+        1,
+    )
+    guard.observe(failures(2))
+    assert (guard.candidate_ordinal, guard.last_candidate_ordinal) == (2, 2)
+
+
+def test_ordinal_reads_zero_on_every_none_while_idle_after_a_reset() -> None:
+    guard = RepeatedToolFailureGuard(GuardMode.ENFORCE)
+    guard.observe(failures(3))
+    assert guard.observe(batch(outcome("cancelled", "cancelled"))).kind is K.RESET
+    for quiet in (batch(success("edit")), batch(), batch(success("read_file"))):
+        assert guard.observe(quiet).kind is K.NONE
+        assert (guard.phase, guard.candidate_ordinal) == (Phase.IDLE, 0)
+    assert guard.observe(failures(1), InputBoundary(reliable=False)).kind is K.RESET
+    assert (guard.candidate_ordinal, guard.last_candidate_ordinal) == (0, 1)
+    guard.observe(failures(1, "shell", "exit"))
+    assert (guard.phase, guard.candidate_ordinal) == (Phase.TRACKING, 2)
+
+
+def test_ordinal_stays_with_the_latched_candidate() -> None:
+    guard = warned_guard()
     assert guard.candidate_ordinal == 1
-    guard.observe(batch(success()))
-    assert guard.candidate_ordinal == 1
-    guard.observe(failures(2))
-    assert guard.candidate_ordinal == 2
+    assert guard.observe(failures(1)).kind is K.STOP
+    guard.observe(batch(success("read_file")))
+    assert (guard.phase, guard.candidate_ordinal) == (Phase.LATCHED, 1)
 
 
 def test_one_reminder_per_streak_and_a_new_candidate_can_earn_another() -> None:

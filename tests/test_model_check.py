@@ -128,8 +128,10 @@ class PromptMachine(RuleBasedStateMachine):
         guard = self.guard
         if guard.phase is Phase.IDLE:
             assert (guard.key, guard.failure_count, guard.batch_count) == (None, 0, 0)
+            assert guard.candidate_ordinal == 0
         else:
             assert guard.key is not None and guard.batch_count >= 1
+            assert guard.candidate_ordinal == guard.last_candidate_ordinal >= 1
         if guard.phase in (Phase.WARNED, Phase.LATCHED):
             assert guard.failure_count >= 8 and guard.batch_count >= 2
 

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import io
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from guard import GuardMode, RepeatedToolFailureGuard
+from tool_failure_guard.bench import build_corpus, wire_lines
 from tool_failure_guard.cli import main
+from tool_failure_guard.replay import decision_record, parse_batch, replay
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "receipts.jsonl"
 
@@ -233,3 +238,132 @@ def test_the_shipped_example_replays_in_every_mode(capsys: pytest.CaptureFixture
     assert stops == {"shadow": [], "warn": [], "enforce": ["read-loop", "shell-loop"]}
     old_host = [o["decision"] for o in results["enforce"] if o["prompt"] == "old-host"]
     assert old_host[-1] == "would_stop"  # an unreliable drain disabled enforcement
+
+
+def test_candidate_ordinal_is_the_active_candidates_and_zero_in_idle(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    success = json.dumps(
+        {
+            "prompt": "p1",
+            "observations": [
+                {
+                    "callId": "s",
+                    "policyToolName": "read_file",
+                    "terminalStatus": "success",
+                    "executionStatus": "success",
+                }
+            ],
+        }
+    )
+    empty = json.dumps({"prompt": "p1", "observations": []})
+    lines = [empty, line(n=2), line(n=2), success, empty, success, line(n=1)]
+    status, out, _ = run_replay(tmp_path, capsys, lines)
+    assert status == 0
+    assert [(o["decision"], o["phase"], o["candidateOrdinal"]) for o in out] == [
+        ("none", "idle", 0),
+        ("tracked", "tracking", 1),
+        ("tracked", "tracking", 1),
+        ("reset", "idle", 0),
+        ("none", "idle", 0),
+        ("none", "idle", 0),
+        ("tracked", "tracking", 2),
+    ]
+
+
+def reference_replay(lines: list[str], default_mode: GuardMode = GuardMode.SHADOW) -> str:
+    """Replay as the schema reads: parse_batch per line, json.dumps of the record."""
+    guards: dict[str, RepeatedToolFailureGuard] = {}
+    out = []
+    for text in lines:
+        if not text.strip():
+            continue
+        batch = parse_batch(text)
+        guard = guards.setdefault(
+            batch.prompt, RepeatedToolFailureGuard(batch.mode or default_mode)
+        )
+        decision = guard.observe(batch.receipt, batch.boundary)
+        out.append(json.dumps(decision_record(batch.prompt, decision, guard)) + "\n")
+    return "".join(out)
+
+
+def unicode_lines() -> list[str]:
+    def entry(call: str, tool: str, error: str | None, terminal: str = "error") -> dict[str, str]:
+        values = {"callId": call, "policyToolName": tool, "terminalStatus": terminal}
+        values["executionStatus"] = "error" if terminal == "error" else "success"
+        if error is not None:
+            values["executionErrorType"] = error
+        return values
+
+    failing = [entry(f"c{i}", "lire_fichier_é", 'pas "trouvé"\\') for i in range(4)]
+    return [
+        json.dumps({"prompt": "prompt ✓ 1", "mode": "enforce", "observations": failing}),
+        json.dumps({"prompt": "prompt ✓ 1", "observations": failing}, ensure_ascii=False),
+        json.dumps({"prompt": "p\n2", "observations": [entry("x", "t", None, "success")]}),
+        json.dumps({"prompt": "prompt ✓ 1", "observations": failing[:1]}),
+    ]
+
+
+@pytest.mark.parametrize("compact", [True, False])
+def test_output_is_json_dumps_of_the_record_line_for_line(compact: bool) -> None:
+    lines = [*wire_lines(build_corpus(1_500, seed=3), compact=compact), *unicode_lines()]
+    lines += EXAMPLE.read_text(encoding="utf-8").splitlines()
+    out = io.StringIO()
+    replay(lines, out)
+    assert out.getvalue() == reference_replay(lines)
+
+
+def test_replay_streams_each_decision_before_reading_the_next_line() -> None:
+    out = io.StringIO()
+    source = [line(), line(), line(n=1)]
+
+    def lines() -> Iterator[str]:
+        for index, text in enumerate(source):
+            # every earlier line's decision is already written when this one is read
+            assert out.getvalue().count("\n") == index
+            yield text
+
+    replay(lines(), out, GuardMode.ENFORCE)
+    assert out.getvalue().count("\n") == 3
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        ({"prompt": "p1", "observations": [], "mode": None}, "'mode' must be a string"),
+        ({"prompt": "p1", "observations": [], "inputReliable": 1}, "'inputReliable' must be a"),
+        ({"prompt": 1, "observations": []}, "'prompt' must be a string"),
+        ({"prompt": "p1", "observations": {}}, "'observations' must be an array"),
+        ({"prompt": "p1", "observations": [[]]}, "observations[0]: expected a JSON object"),
+        (
+            {"prompt": "p1", "observations": [{"callId": "", "terminalStatus": "error"}]},
+            "observations[0]: callId must be a non-empty string",
+        ),
+        (
+            {"prompt": "p1", "observations": [{"callId": "c", "terminalStatus": ["error"]}]},
+            "observations[0]: 'terminalStatus' must be a string",
+        ),
+        (
+            {
+                "prompt": "p1",
+                "observations": [{"callId": "c", "terminalStatus": "error", "toolType": ["mcp"]}],
+            },
+            "observations[0]: 'toolType' must be a string or null",
+        ),
+        (
+            {
+                "prompt": "p1",
+                "observations": [
+                    {"callId": "c", "terminalStatus": "error", "providerDuplicate": None}
+                ],
+            },
+            "observations[0]: 'providerDuplicate' must be a boolean, got None",
+        ),
+    ],
+)
+def test_lines_off_the_fast_path_still_get_the_strict_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], bad: dict[str, object], message: str
+) -> None:
+    status, out, err = run_replay(tmp_path, capsys, [line(), json.dumps(bad)])
+    assert status == 2 and len(out) == 1
+    assert err.startswith(f"line 2: {message}"), err

@@ -288,6 +288,7 @@ def test_reset_buckets_come_from_the_state_before_the_reset() -> None:
     }
     (reset_log,) = [log for log in h.logs(GUARD_LOG_EVENT) if log["decision"] == "reset"]
     assert "execution_error_type" not in reset_log
+    # the guard reads 0 in idle; the reset's record names the streak it ended
     assert reset_log["candidate_ordinal"] == 1
 
 
@@ -300,6 +301,31 @@ def test_reset_from_idle_on_unreliable_input_carries_zero_buckets_and_reason() -
     assert attributes["reset_reason"] == "unreliable_input"
     assert (attributes["failure_count_bucket"], attributes["batch_count_bucket"]) == ("0", "0")
     assert "terminal_status" not in attributes and "tool_type" not in attributes
+    (log,) = h.logs(GUARD_LOG_EVENT)
+    assert log["candidate_ordinal"] == 0  # the reset ended no streak
+
+
+def test_reset_logs_the_ended_streaks_ordinal_and_the_next_candidate_the_next() -> None:
+    h = Harness()
+    run_prompt(
+        h.sink,
+        GuardMode.SHADOW,
+        [
+            failing_batch("a", 2),
+            BatchReceipt([ok("b-0")]),  # the candidate's own tool succeeds: reset
+            BatchReceipt([ok("c-0")]),  # idle: none, nothing emitted
+            failing_batch("d", 2),
+            failing_batch("e", 1, tool="run_shell", error="exit_nonzero"),
+            (failing_batch("f", 1), InputBoundary(has_external_input=True)),
+        ],
+    )
+    assert [(log["decision"], log["candidate_ordinal"]) for log in h.logs(GUARD_LOG_EVENT)] == [
+        ("tracked", 1),
+        ("reset", 1),
+        ("tracked", 2),
+        ("tracked", 3),
+        ("reset", 3),
+    ]
 
 
 def test_tool_type_only_when_every_matching_entry_agrees() -> None:

@@ -15,7 +15,18 @@ Method (also in docs/performance.md):
   have each reduced a prompt are kept alive, divided by 10,000;
 * the same corpus is then driven through the python-statemachine engine
   (``guard.engine.EngineGuard``) and the ratio of the two medians is printed,
-  after checking that both produced identical decisions.
+  after checking that both produced identical decisions;
+* a yardstick -- :class:`YardstickReducer`, a plain hand-written reducer that
+  exists only here -- is checked to reach the guard's decisions and state on
+  every batch, then both are timed over the same prepared receipts (reducers
+  made before timing, gc off) in passes that alternate the two every 50
+  prompts; the ratio of each side's best time per chunk is printed with the
+  spread of whole-pass ratios;
+* the corpus is written as replay input (JSON Lines in chunk files of 50
+  prompts, once with keys at their defaults left out, once with every key
+  spelled out) and ``replay`` is timed against bare ``json.loads`` +
+  ``json.dumps`` of the same lines, both streaming each file and writing to
+  ``os.devnull``, alternating per chunk; ratio and spread as above.
 
 It prints numbers; it asserts nothing about time (machines here are shared).
 """
@@ -24,22 +35,37 @@ from __future__ import annotations
 
 import argparse
 import gc
+import json
+import os
 import random
 import statistics
 import sys
+import tempfile
 import time
 import timeit
 import tracemalloc
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from typing import Protocol, TypeVar
+
+import attrs
 
 from guard import (
+    INELIGIBLE_RESET_REASON_PRECEDENCE,
+    REPEATED_TOOL_FAILURE_BATCH_THRESHOLD,
+    REPEATED_TOOL_FAILURE_THRESHOLD,
     BatchReceipt,
     Decision,
+    DecisionKind,
     GuardMode,
     InputBoundary,
     Observation,
+    Phase,
     RepeatedToolFailureGuard,
+    ResetReason,
 )
+from guard._values import decision as interned
+
+_T = TypeVar("_T")
 
 HELP = "measure the guard's per-batch cost against the python-statemachine engine"
 
@@ -129,6 +155,331 @@ def build_corpus(batches: int = 10_000, seed: int = 20261130) -> list[Prompt]:
         corpus.append((rng.choice(modes), prompt))
         total += len(prompt)
     return corpus
+
+
+# -- the yardstick: a plain hand-written reducer, for comparison only ----------
+#
+# NOT the runtime.  Sessions never use it; the runtime's transitions are derived
+# from the statechart (guard._table).  It is the reducer one would write by hand
+# in plain CPython, the way the original TypeScript reducer is written: classify
+# each entry with if/else, then a branch per phase.  The bench checks that it
+# reaches the same decisions as the guard on the whole corpus, then times both
+# side by side over the same prepared receipts.
+
+_YS_PRECEDENCE = {reason: rank for rank, reason in enumerate(INELIGIBLE_RESET_REASON_PRECEDENCE)}
+
+
+class YardstickReducer:
+    """Yardstick only: a plain hand-written reducer with the guard's decisions."""
+
+    __slots__ = ("batches", "disabled", "failures", "key", "mode", "ordinal", "phase", "streaks")
+
+    def __init__(self, mode: GuardMode) -> None:
+        self.mode = mode
+        self.phase = Phase.IDLE
+        self.key: tuple[str, str] | None = None
+        self.failures = 0
+        self.batches = 0
+        self.disabled = False
+        self.ordinal = 0  # the active candidate's; 0 in idle
+        self.streaks = 0
+
+    def observe(self, receipt: BatchReceipt, boundary: InputBoundary | None = None) -> Decision:
+        phase = self.phase
+        if self.mode is GuardMode.OFF or phase is Phase.LATCHED:
+            return interned(DecisionKind.NONE, None, phase, phase)
+        reason: ResetReason | None = None
+        downgrade = False
+        if boundary is not None and not boundary.reliable:
+            reason, downgrade = ResetReason.UNRELIABLE_INPUT, True
+        elif boundary is not None and boundary.has_external_input:
+            reason = ResetReason.EXTERNAL_INPUT
+        elif boundary is not None and boundary.has_queued_prompt:
+            reason = ResetReason.QUEUED_PROMPT
+        elif not receipt.complete:
+            reason = ResetReason.INCOMPLETE
+        succeeded: set[str] = set()
+        candidate: tuple[str, str] | None = None
+        count = 0
+        if reason is None:
+            failed: list[tuple[str, str]] = []
+            for o in receipt.observations:
+                if o.provider_duplicate:
+                    continue
+                terminal, execution = o.terminal_status, o.execution_status
+                if terminal == "cancelled":
+                    found = ResetReason.CANCELLED
+                elif terminal == "success":
+                    if execution == "success" or execution == "not_started":
+                        if o.policy_tool_name:
+                            succeeded.add(o.policy_tool_name)
+                            continue
+                        found = ResetReason.UNKNOWN
+                    elif execution == "error" or execution == "cancelled":
+                        found = ResetReason.CONTRACT_VIOLATION
+                    else:
+                        found = ResetReason.UNKNOWN
+                elif execution == "error":
+                    error_type = o.execution_error_type
+                    if o.policy_tool_name and error_type and error_type != "unknown":
+                        failed.append((o.policy_tool_name, error_type))
+                        continue
+                    found = ResetReason.UNKNOWN
+                elif execution == "cancelled":
+                    found = ResetReason.CANCELLED
+                elif execution == "not_started":
+                    found = ResetReason.NOT_STARTED
+                elif execution == "success":
+                    found = ResetReason.POST_EXECUTION_FAILURE
+                else:
+                    found = ResetReason.UNKNOWN
+                if found is ResetReason.UNKNOWN or found is ResetReason.CONTRACT_VIOLATION:
+                    downgrade = True
+                if reason is None or _YS_PRECEDENCE[found] < _YS_PRECEDENCE[reason]:
+                    reason = found
+            if reason is None:
+                for failure in failed:
+                    if failure[0] in succeeded:
+                        continue
+                    if candidate is None:
+                        candidate = failure
+                    elif failure != candidate:
+                        reason = ResetReason.MIXED
+                        break
+                    count += 1
+        if reason is not None:
+            newly_disabled = downgrade and not self.disabled
+            if downgrade:
+                self.disabled = True
+            if phase is Phase.IDLE and not newly_disabled:
+                return interned(DecisionKind.NONE, None, phase, phase)
+            return self._reset(reason, phase)
+        if candidate is None:
+            if self.key is not None and self.key[0] in succeeded:
+                return self._reset(ResetReason.SUCCESS, phase)
+            return interned(DecisionKind.NONE, None, phase, phase)
+        if candidate != self.key:
+            self.key, self.failures, self.batches = candidate, count, 1
+            self.streaks += 1
+            self.ordinal = self.streaks
+            self.phase = Phase.TRACKING
+            return interned(DecisionKind.TRACKED, None, phase, Phase.TRACKING)
+        self.failures += count
+        self.batches += 1
+        if phase is Phase.WARNED:
+            self.phase = Phase.LATCHED
+            if self.mode is GuardMode.ENFORCE and not self.disabled:
+                return interned(DecisionKind.STOP, None, phase, Phase.LATCHED)
+            return interned(DecisionKind.WOULD_STOP, None, phase, Phase.LATCHED)
+        if (
+            self.failures >= REPEATED_TOOL_FAILURE_THRESHOLD
+            and self.batches >= REPEATED_TOOL_FAILURE_BATCH_THRESHOLD
+        ):
+            self.phase = Phase.WARNED
+            kind = DecisionKind.WOULD_WARN if self.mode is GuardMode.SHADOW else DecisionKind.WARN
+            return interned(kind, None, phase, Phase.WARNED)
+        return interned(DecisionKind.TRACKED, None, phase, phase)
+
+    def _reset(self, reason: ResetReason, phase: Phase) -> Decision:
+        self.key, self.failures, self.batches, self.ordinal = None, 0, 0, 0
+        self.phase = Phase.IDLE
+        return interned(DecisionKind.RESET, reason, phase, Phase.IDLE)
+
+
+class _Reducer(Protocol):
+    def observe(self, receipt: BatchReceipt, boundary: InputBoundary | None = None) -> Decision: ...
+
+
+def _observe_seconds(corpus: list[Prompt], make: Callable[[GuardMode], _Reducer]) -> float:
+    """Seconds of ``observe`` over ``corpus``; fresh reducers are made before timing."""
+    pairs = [(make(mode).observe, batches) for mode, batches in corpus]
+    clock = time.perf_counter
+    start = clock()
+    for observe, batches in pairs:
+        for receipt, boundary in batches:
+            observe(receipt, boundary)
+    return clock() - start
+
+
+@attrs.frozen
+class Comparison:
+    """Paired timings of two contenders over the same chunks of work.
+
+    ``first[p][c]`` / ``second[p][c]`` are the seconds of pass ``p`` on chunk ``c``.
+    """
+
+    first: list[list[float]]
+    second: list[list[float]]
+
+    @property
+    def best_ratio(self) -> float:
+        """Sum over chunks of each side's fastest pass, first over second.
+
+        On a shared machine a pre-emption lands on one side of one chunk; the
+        per-chunk minimum drops it, as ``timeit``'s best-of-repeats does.
+        """
+        return self.best_total(True) / self.best_total(False)
+
+    @property
+    def pass_ratios(self) -> list[float]:
+        """Each whole pass's ratio, sorted: the spread, pre-emptions included."""
+        return sorted(sum(f) / sum(s) for f, s in zip(self.first, self.second, strict=True))
+
+    def best_total(self, first: bool) -> float:
+        """Sum over chunks of one side's fastest pass (the first side's when ``first``)."""
+        passes = self.first if first else self.second
+        return sum(min(row[chunk] for row in passes) for chunk in range(len(passes[0])))
+
+
+def compare(
+    chunks: list[_T], first: Callable[[_T], float], second: Callable[[_T], float], passes: int
+) -> Comparison:
+    """Time ``first`` and ``second`` on every chunk, their order alternating chunk by chunk."""
+    first_times: list[list[float]] = []
+    second_times: list[list[float]] = []
+    for _ in range(passes):
+        first_row: list[float] = []
+        second_row: list[float] = []
+        for number, chunk in enumerate(chunks):
+            if number % 2:
+                second_row.append(second(chunk))
+                first_row.append(first(chunk))
+            else:
+                first_row.append(first(chunk))
+                second_row.append(second(chunk))
+        first_times.append(first_row)
+        second_times.append(second_row)
+    return Comparison(first_times, second_times)
+
+
+def observe_against_yardstick(corpus: list[Prompt], passes: int = 9, chunk: int = 50) -> Comparison:
+    """The guard (first) and the yardstick (second) over the same receipts, gc off."""
+    chunks = [corpus[i : i + chunk] for i in range(0, len(corpus), chunk)]
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return compare(
+            chunks,
+            lambda part: _observe_seconds(part, RepeatedToolFailureGuard),
+            lambda part: _observe_seconds(part, YardstickReducer),
+            passes,
+        )
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def yardstick_agrees(
+    corpus: list[Prompt], make: Callable[[GuardMode], YardstickReducer] = YardstickReducer
+) -> bool:
+    """The yardstick reaches the guard's decision and state on every batch of the corpus."""
+    for mode, batches in corpus:
+        guard = RepeatedToolFailureGuard(mode)
+        yardstick = make(mode)
+        for receipt, boundary in batches:
+            if guard.observe(receipt, boundary) is not yardstick.observe(receipt, boundary):
+                return False
+            key = guard.key
+            state = (
+                guard.phase,
+                None if key is None else (key.policy_tool_name, key.execution_error_type),
+                guard.failure_count,
+                guard.batch_count,
+                guard.candidate_ordinal,
+                guard.enforcement_disabled,
+            )
+            expected = (
+                yardstick.phase,
+                yardstick.key,
+                yardstick.failures,
+                yardstick.batches,
+                yardstick.ordinal,
+                yardstick.disabled,
+            )
+            if state != expected:
+                return False
+    return True
+
+
+def wire_lines(corpus: list[Prompt], *, compact: bool = True) -> Iterator[str]:
+    """The corpus as replay input: one JSON line per batch, prompts one after another.
+
+    ``compact`` leaves out keys at their defaults (``complete: true``, no boundary
+    flags, null statuses and names, ``providerDuplicate: false``), as a producer
+    that writes only what it knows would; otherwise every key is spelled out.
+    """
+    for number, (mode, batches) in enumerate(corpus):
+        prompt = f"prompt-{number}"
+        for index, (receipt, boundary) in enumerate(batches):
+            line: dict[str, object] = {"prompt": prompt}
+            if index == 0:
+                line["mode"] = mode.value
+            flags = {
+                "complete": receipt.complete,
+                "hasExternalInput": boundary.has_external_input,
+                "hasQueuedPrompt": boundary.has_queued_prompt,
+                "inputReliable": boundary.reliable,
+            }
+            defaults = {k: v for k, v in flags.items() if v == (k in ("complete", "inputReliable"))}
+            line.update({k: v for k, v in flags.items() if not (compact and k in defaults)})
+            observations = []
+            for o in receipt.observations:
+                entry: dict[str, object] = {
+                    "callId": o.call_id,
+                    "policyToolName": o.policy_tool_name,
+                    "toolType": o.tool_type,
+                    "terminalStatus": o.terminal_status,
+                    "executionStatus": o.execution_status,
+                    "executionErrorType": o.execution_error_type,
+                    "providerDuplicate": o.provider_duplicate,
+                }
+                if compact:
+                    entry = {k: v for k, v in entry.items() if v is not None and v is not False}
+                observations.append(entry)
+            line["observations"] = observations
+            yield json.dumps(line)
+
+
+def _bare_json_pass(path: str) -> float:
+    """Seconds to json.loads and json.dumps every line of ``path``, streaming, output discarded."""
+    loads, dumps = json.loads, json.dumps
+    with open(path, encoding="utf-8") as lines, open(os.devnull, "w", encoding="utf-8") as out:
+        write = out.write
+        start = time.perf_counter()
+        for text in lines:
+            write(dumps(loads(text)) + "\n")
+        return time.perf_counter() - start
+
+
+def _replay_pass(path: str) -> float:
+    """Seconds to replay ``path`` (strict schema, one guard per prompt), output discarded."""
+    from tool_failure_guard.replay import replay
+
+    with open(path, encoding="utf-8") as lines, open(os.devnull, "w", encoding="utf-8") as out:
+        start = time.perf_counter()
+        replay(lines, out)
+        return time.perf_counter() - start
+
+
+def replay_against_json(
+    corpus: list[Prompt], directory: str, *, compact: bool, passes: int = 5, chunk: int = 50
+) -> tuple[Comparison, float]:
+    """``replay`` (first) and bare JSON (second) on the same files; also bytes per line.
+
+    The corpus is written as chunk files of ``chunk`` whole prompts each, and
+    every chunk file is streamed by both, so the two see the same lines.
+    """
+    paths: list[str] = []
+    size = 0
+    for number, start in enumerate(range(0, len(corpus), chunk)):
+        path = os.path.join(directory, f"receipts-{number}.jsonl")
+        with open(path, "w", encoding="utf-8") as handle:
+            for text in wire_lines(corpus[start : start + chunk], compact=compact):
+                handle.write(text + "\n")
+        size += os.path.getsize(path)
+        paths.append(path)
+    lines = sum(len(batches) for _, batches in corpus)
+    return compare(paths, _replay_pass, _bare_json_pass, passes), size / lines
 
 
 def _drive(
@@ -266,4 +617,41 @@ def run(args: argparse.Namespace) -> int:
         f"creation {engine_creation / creation:.0f}x"
     )
     print(f"engine and derived table decisions identical: {'yes' if identical else 'NO'}")
-    return 0 if identical else 1
+
+    agrees = yardstick_agrees(corpus)
+    observed = observe_against_yardstick(corpus, max(args.rounds, 9))
+    spread = observed.pass_ratios
+    observe_ratio = observed.best_ratio
+    print(
+        f"observe vs yardstick (a plain hand-written reducer, bench only), {len(spread)} "
+        f"passes alternating every 50 prompts, gc off: guard "
+        f"{observed.best_total(True) / n_batches * 1e6:.2f} µs, yardstick "
+        f"{observed.best_total(False) / n_batches * 1e6:.2f} µs per batch (best per chunk)"
+    )
+    print(
+        f"observe / yardstick ratio: {observe_ratio:.2f} (whole passes "
+        f"{spread[0]:.2f}-{spread[-1]:.2f}, median {statistics.median(spread):.2f})   "
+        f"target <= 1.2: {verdict(observe_ratio <= 1.2)}"
+    )
+    print(f"yardstick decisions and state identical to the guard's: {'yes' if agrees else 'NO'}")
+
+    with tempfile.TemporaryDirectory() as directory:
+        for compact in (True, False):
+            replayed, size = replay_against_json(
+                corpus, directory, compact=compact, passes=max(args.rounds, 5)
+            )
+            spread = replayed.pass_ratios
+            replay_ratio = replayed.best_ratio
+            shape = "keys at defaults left out" if compact else "every key spelled out"
+            print(
+                f"replay, {shape} ({size:.0f} bytes per line), {len(spread)} passes "
+                f"alternating every 50 prompts: replay "
+                f"{replayed.best_total(True) / n_batches * 1e6:.1f} µs, bare json.loads + "
+                f"json.dumps {replayed.best_total(False) / n_batches * 1e6:.1f} µs per line"
+            )
+            print(
+                f"replay / bare JSON ratio: {replay_ratio:.2f} (whole passes "
+                f"{spread[0]:.2f}-{spread[-1]:.2f}, median {statistics.median(spread):.2f})   "
+                f"target <= 2.5: {verdict(replay_ratio <= 2.5)}"
+            )
+    return 0 if identical and agrees else 1

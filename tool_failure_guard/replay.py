@@ -15,12 +15,21 @@ JSON line per input line.  Input is data, not configuration, so it is held to
 a strict schema: an unknown key, a wrong type or an invalid value stops the
 run with ``line N: <what is wrong>`` and exit status 2, after every earlier
 line's decision was written.
+
+It streams: a line is read, reduced and its decision written before the next
+is read, so memory grows with the number of distinct prompts (one guard each),
+never with the file's length.  Per line, a fast path checks the common shape
+with exact type tests and builds the output text from precomputed fragments
+(character for character what ``json.dumps`` of :func:`decision_record` gives);
+any line it is unsure of goes through :func:`parse_batch`, which names the
+problem.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import json.encoder
 import sys
 from collections import Counter
 from collections.abc import Iterable
@@ -152,6 +161,122 @@ def _wire_message(message: str) -> str:
     return message
 
 
+# -- the per-line fast path ---------------------------------------------------
+#
+# Most lines are well-formed.  _fast_batch checks a line against the same schema
+# as parse_batch with exact type tests and set inclusions, and answers None at
+# the first doubt; the caller then hands the line to parse_batch, which finds
+# the problem and names it.  So the fast path never decides what an error says,
+# and a line it accepts is one parse_batch accepts too (the values are still
+# built through the guard's validating constructors).
+
+_ABSENT: Any = object()
+_BATCH_KEY_SET = frozenset(_BATCH_KEYS)
+_OBSERVATION_KEY_SET = frozenset(_OBSERVATION_KEYS)
+_MODES: dict[str, GuardMode] = {mode.value: mode for mode in GuardMode}
+#: The eight possible boundaries, interned; the quiet one is None (observe's default).
+_BOUNDARIES: dict[tuple[bool, bool, bool], InputBoundary | None] = {
+    (external, queued, reliable): InputBoundary(
+        has_external_input=external, has_queued_prompt=queued, reliable=reliable
+    )
+    for external in (False, True)
+    for queued in (False, True)
+    for reliable in (False, True)
+}
+_BOUNDARIES[False, False, True] = None
+
+FastBatch = tuple[str, GuardMode | None, BatchReceipt, InputBoundary | None]
+
+
+def _fast_batch(text: str) -> FastBatch | None:
+    """The batch of a well-formed line; None when anything is off (parse_batch says what)."""
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    if type(data) is not dict or not data.keys() <= _BATCH_KEY_SET:
+        return None
+    prompt = data.get("prompt")
+    items = data.get("observations")
+    if type(prompt) is not str or not prompt or type(items) is not list:
+        return None
+    mode: GuardMode | None = None
+    named = data.get("mode", _ABSENT)
+    if named is not _ABSENT:
+        if type(named) is not str or named not in _MODES:
+            return None
+        mode = _MODES[named]
+    complete = data.get("complete", True)
+    external = data.get("hasExternalInput", False)
+    queued = data.get("hasQueuedPrompt", False)
+    reliable = data.get("inputReliable", True)
+    if (
+        type(complete) is not bool
+        or type(external) is not bool
+        or type(queued) is not bool
+        or type(reliable) is not bool
+    ):
+        return None
+    # Observation's validators hold each value to exactly what parse_batch
+    # demands of it (a string, a string or null, a boolean, a known status or
+    # tool type); what they refuse goes to parse_batch for its message.
+    observations = []
+    try:
+        for item in items:
+            if type(item) is not dict or not item.keys() <= _OBSERVATION_KEY_SET:
+                return None
+            get = item.get
+            observations.append(
+                Observation(
+                    call_id=get("callId", ""),
+                    terminal_status=get("terminalStatus", ""),
+                    execution_status=get("executionStatus"),
+                    execution_error_type=get("executionErrorType"),
+                    policy_tool_name=get("policyToolName"),
+                    tool_type=get("toolType"),
+                    provider_duplicate=get("providerDuplicate", False),
+                )
+            )
+        receipt = BatchReceipt(observations, complete=complete)
+    except (TypeError, ValueError):
+        return None
+    return prompt, mode, receipt, _BOUNDARIES[external, queued, reliable]
+
+
+_encode = json.encoder.encode_basestring_ascii  # what json.dumps uses for strings
+#: decision -> the output line's text from after the prompt up to the key.
+_MIDDLES: dict[Decision, str] = {}
+
+
+def _middle(decision: Decision) -> str:
+    text = _MIDDLES.get(decision)
+    if text is None:
+        reason = "null" if decision.reason is None else _encode(decision.reason.value)
+        text = _MIDDLES[decision] = (
+            f', "decision": {_encode(decision.kind.value)}, "reason": {reason}, '
+            f'"phase": {_encode(decision.phase_after.value)}, "key": '
+        )
+    return text
+
+
+def decision_line(prompt: str, decision: Decision, guard: RepeatedToolFailureGuard) -> str:
+    """``json.dumps(decision_record(...)) + "\n"``, character for character, built faster."""
+    key = guard.key
+    if key is None:
+        key_text = "null"
+    else:
+        key_text = (
+            f'{{"policyToolName": {_encode(key.policy_tool_name)}, '
+            f'"executionErrorType": {_encode(key.execution_error_type)}}}'
+        )
+    disabled = "true" if guard.enforcement_disabled else "false"
+    return (
+        f'{{"prompt": {_encode(prompt)}{_middle(decision)}{key_text}, '
+        f'"failureCount": {guard.failure_count}, "batchCount": {guard.batch_count}, '
+        f'"candidateOrdinal": {guard.candidate_ordinal}, "enforcementDisabled": {disabled}}}\n'
+    )
+
+
 def decision_record(
     prompt: str, decision: Decision, guard: RepeatedToolFailureGuard
 ) -> dict[str, Any]:
@@ -183,23 +308,28 @@ def replay(
 ) -> None:
     """Replay ``lines``, writing one decision line each; raise ReplayError("line N: ...")."""
     guards: dict[str, RepeatedToolFailureGuard] = {}
+    write = out.write
     for number, text in enumerate(lines, start=1):
-        if not text.strip():
+        if not text or text.isspace():
             continue
-        try:
-            batch = parse_batch(text)
-        except ReplayError as exc:
-            raise ReplayError(f"line {number}: {exc}") from None
-        guard = guards.get(batch.prompt)
+        fast = _fast_batch(text)
+        if fast is None:
+            try:
+                batch = parse_batch(text)
+            except ReplayError as exc:
+                raise ReplayError(f"line {number}: {exc}") from None
+            fast = batch.prompt, batch.mode, batch.receipt, batch.boundary
+        prompt, mode, receipt, boundary = fast
+        guard = guards.get(prompt)
         if guard is None:
-            guard = guards[batch.prompt] = RepeatedToolFailureGuard(batch.mode or default_mode)
-        elif batch.mode is not None and batch.mode is not guard.mode:
+            guard = guards[prompt] = RepeatedToolFailureGuard(mode or default_mode)
+        elif mode is not None and mode is not guard.mode:
             raise ReplayError(
-                f"line {number}: prompt {batch.prompt!r} started in mode {guard.mode.value!r}; "
-                f"a guard's mode is fixed for its prompt, got {batch.mode.value!r}"
+                f"line {number}: prompt {prompt!r} started in mode {guard.mode.value!r}; "
+                f"a guard's mode is fixed for its prompt, got {mode.value!r}"
             )
-        decision = guard.observe(batch.receipt, batch.boundary)
-        out.write(json.dumps(decision_record(batch.prompt, decision, guard)) + "\n")
+        decision = guard.observe(receipt, boundary)
+        write(decision_line(prompt, decision, guard))
         if summary is not None:
             reason = decision.reason.value if decision.reason is not None else None
             summary[decision.kind.value, reason] += 1
