@@ -33,7 +33,7 @@ from acp.schema import (
 )
 
 from session.drain import DEFAULT_DRAIN_TIMEOUT, STEERING_METHOD, MidTurnInput
-from session.envconfig import load_env
+from session.envconfig import SHELL_TIMEOUT_ENV_VAR, TOOL_CALL_CAP_ENV_VAR, load_env
 from session.executor import Executor
 from session.history import HistoryError, HistoryStore, HistoryWriteError
 from session.loop import CHANNEL_PROMPT_META_KEY, GuardedSession, SessionOptions
@@ -48,9 +48,6 @@ _log = logging.getLogger("session.agent")
 AGENT_NAME = "tool-failure-guard"
 AGENT_VERSION = "0.1.0"
 
-#: Settings the agent reads from its merged environment (process env and env files).
-TOOL_CALL_CAP_ENV_VAR = "TOOL_FAILURE_GUARD_MAX_TOOL_CALLS"
-SHELL_TIMEOUT_ENV_VAR = "TOOL_FAILURE_GUARD_SHELL_TIMEOUT"
 
 #: Names the SDK would let a ``_meta`` key override (parameters of every request handler).
 RESERVED_META_KEYS = frozenset(
@@ -123,7 +120,7 @@ def _prompt_texts(prompt: list[Any]) -> list[str]:
 def _env_setting(env_value: str | None, default: float, name: str, *, integer: bool) -> float:
     """A positive, finite number from a settings variable; anything else warns, uses default.
 
-    Project ``.env`` files may set these, so a bad value must never break a session.
+    A typo in a deployment must never break a session.
     """
     if env_value is None:
         return default

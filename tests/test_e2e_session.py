@@ -531,18 +531,25 @@ def test_tool_call_cap_is_consulted_after_the_guard(box: Box) -> None:
     assert enforce.stop_reason == "end_turn"
 
 
-def test_project_env_may_set_other_settings(box: Box) -> None:
+def test_project_env_cannot_set_the_tool_call_cap(box: Box) -> None:
     (box.project / ".env").write_text("TOOL_FAILURE_GUARD_MAX_TOOL_CALLS=4\n", encoding="utf-8")
+    _, [response], _ = run(prompt_once(box, mode="shadow", scenario="read-loop"))
+    assert "loopType" not in response.field_meta  # the cap stayed at 100
+    assert len(decisions(response)) == 5
+
+
+def test_home_env_sets_the_tool_call_cap(box: Box) -> None:
+    (box.home / ".env").write_text("TOOL_FAILURE_GUARD_MAX_TOOL_CALLS=4\n", encoding="utf-8")
     _, [response], _ = run(prompt_once(box, mode="shadow", scenario="read-loop"))
     assert response.field_meta["loopType"] == "tool_call_cap"
     assert decisions(response) == ["tracked"]
 
 
 @pytest.mark.parametrize("bad", ["nan", "inf", "0.5", "0", "-3", "lots"])
-def test_a_bad_project_setting_falls_back_to_the_default_and_never_breaks_a_session(
+def test_a_bad_operator_setting_falls_back_to_the_default_and_never_breaks_a_session(
     box: Box, bad: str
 ) -> None:
-    (box.project / ".env").write_text(
+    (box.home / ".env").write_text(
         f"TOOL_FAILURE_GUARD_MAX_TOOL_CALLS={bad}\nTOOL_FAILURE_GUARD_SHELL_TIMEOUT={bad}\n",
         encoding="utf-8",
     )
