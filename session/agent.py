@@ -40,7 +40,12 @@ from acp.schema import (
 from pydantic import ValidationError
 
 from session.drain import DEFAULT_DRAIN_TIMEOUT, STEERING_METHOD, MidTurnInput
-from session.envconfig import MCP_TIMEOUT_ENV_VAR, load_env
+from session.envconfig import (
+    MCP_TIMEOUT_ENV_VAR,
+    SHELL_TIMEOUT_ENV_VAR,
+    TOOL_CALL_CAP_ENV_VAR,
+    load_env,
+)
 from session.executor import Executor
 from session.framing import DEFAULT_MAX_FRAME_BYTES, filtered_stdio
 from session.history import HistoryError, HistoryStore, HistoryWriteError
@@ -59,9 +64,6 @@ _log = logging.getLogger("session.agent")
 AGENT_NAME = "tool-failure-guard"
 AGENT_VERSION = "0.1.0"
 
-#: Settings the agent reads from its merged environment (process env and env files).
-TOOL_CALL_CAP_ENV_VAR = "TOOL_FAILURE_GUARD_MAX_TOOL_CALLS"
-SHELL_TIMEOUT_ENV_VAR = "TOOL_FAILURE_GUARD_SHELL_TIMEOUT"
 #: Seconds an MCP tool call may run unless ``TOOL_FAILURE_GUARD_MCP_TIMEOUT`` says otherwise.
 DEFAULT_MCP_TIMEOUT = 60.0
 
@@ -136,7 +138,7 @@ def _prompt_texts(prompt: list[Any]) -> list[str]:
 def _env_setting(env_value: str | None, default: float, name: str, *, integer: bool) -> float:
     """A positive, finite number from a settings variable; anything else warns, uses default.
 
-    Project ``.env`` files may set these, so a bad value must never break a session.
+    A typo in a deployment must never break a session.
     """
     if env_value is None:
         return default

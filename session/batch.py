@@ -1,8 +1,10 @@
 """One tool batch: run every admitted call concurrently until all have settled.
 
 This is the step between a model turn and the input boundary.  The client
-sees each call start as ``pending``, move to ``in_progress`` and settle as
-``completed`` or ``failed``; the receipt builder gets exactly one record per
+sees each call start as ``pending`` (which covers awaiting permission), move to
+``in_progress`` once it is allowed and about to run, and settle as
+``completed`` or ``failed`` (a call that never starts goes from ``pending``
+straight to ``failed``); the receipt builder gets exactly one record per
 admitted call (provider duplicates included, never executed), so the
 receipt's completeness can be proven when the batch is over.  Results are
 returned in the model's call order, whatever order the calls settled in.
@@ -105,8 +107,12 @@ async def run_batch(
             outcome = provider_duplicate_outcome(s, call)
             settle(builder, ordinal, outcome, provider_duplicate=True)
             return outcome
-        await s._emit(update_tool_call(call.call_id, status="in_progress"))
-        outcome = await s.executor.execute(call, s._cancelled)
+
+        async def started() -> None:
+            await s._emit(update_tool_call(call.call_id, status="in_progress"))
+
+        # in_progress only once the call is allowed: it stays pending while asked.
+        outcome = await s.executor.execute(call, s._cancelled, on_start=started)
         settle(builder, ordinal, outcome)
         s.report(
             "tool_call_settled",

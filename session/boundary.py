@@ -89,10 +89,13 @@ async def after_batch(
     if loop_type is not None:
         return await stop(run, loop_type, responses)
 
-    drained = await s.drain.drain(watch_queued_prompt=run.mode is not GuardMode.OFF)
+    drained = await s.drain.drain(
+        watch_queued_prompt=run.mode is not GuardMode.OFF, cancelled=s._cancelled
+    )
     if s._cancelled.is_set():
-        # Cancellation arrived while the host answered the drain: it still wins over
-        # any guard decision, and what was drained goes back to the queue.
+        # Cancellation arrived while the host answered the drain (or instead of its
+        # answer: the wait is raced against it): it still wins over any guard decision,
+        # and what was drained goes back to the queue; a late answer joins it later.
         if drained.messages:
             s.drain.requeue(drained.messages)
         s._record(run.results_message(responses))

@@ -17,25 +17,49 @@ Pull
     shape).  Answer: ``{"messages": [text | {"type": "text", "text": ...}],
     "hasQueuedPrompt": bool}``; ``hasQueuedPrompt`` is required when the watch
     flag was sent.  Timeout 2 s.  "Method not found" or a third timeout
-    disables pulling for the rest of the session; any failure or malformed
-    answer is an *unreliable* drain.
+    disables pulling for the rest of the session.
 
 Push
     Clients may also push input with ``_session/steering``
     (``{"sessionId", "prompt": [content blocks]}``), advertised in the
     ``initialize`` answer as ``_meta.steering.supported = true``.  Pushed input
-    is queued inside the agent; an agent-side queue is a reliable boundary.
+    is queued inside the agent.
 
-When pulling is unavailable for the session, the first boundary of every
-prompt is reported unreliable (the guard resets with ``unreliable_input`` and
-disables enforcement for that prompt: enforce acts as warn); the later
-boundaries of that prompt are the agent-side queue alone, which is reliable,
-so candidates can still be tracked and warned about.
+No input is lost
+    Whatever the host hands over reaches the model, in order, exactly once, in
+    every mode.  Every answer -- on time or late -- is adopted into the
+    agent-side queue the moment it arrives (so it is persisted through
+    ``on_queue_change``), and each boundary takes the whole queue.  A legacy
+    answer (no ``hasQueuedPrompt`` although it was asked for) or a malformed
+    one makes the *boundary* unreliable, never the messages: what parses is
+    delivered, and an item that cannot be read as text is delivered as a
+    visible note in its place (and logged).  No count limit applies.  A request
+    that times out is not cancelled: its answer, when it comes, joins the queue
+    and is delivered at the next boundary or with the next prompt (the host
+    believes it delivered it).  Only one request is outstanding at a time.
+
+Unreliable boundaries
+    An error, a timeout, or a legacy/malformed answer makes that boundary
+    unreliable (the guard resets with ``unreliable_input`` and disables
+    enforcement for the prompt).  When pulling is unavailable for the session
+    (method not found, the third timeout, no client) *every* boundary is
+    unreliable -- the agent-side queue alone cannot tell whether the host holds
+    input -- so no candidate ever accumulates on such a host; the guard reports
+    only the first such reset of a prompt (later resets from ``idle`` are
+    silent), so it is one diagnostic per prompt.  Pushed input is still
+    delivered.  :attr:`MidTurnInput.drain_supported` tells rollout analysis
+    which prompts ran against such a host.
+
+Cancellation
+    ``session/cancel`` wins over a hung drain: the wait is raced against the
+    prompt's cancel event, the request stays outstanding, and its answer is
+    kept as queued input.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -53,7 +77,6 @@ DRAIN_WIRE_NAME = "_" + DRAIN_METHOD
 STEERING_METHOD = "session/steering"
 WATCH_FLAG = "todoStopGuardWatchQueuedPrompt"
 QUEUED_INPUT_PREFIX = "[User message received during tool execution]: "
-MAX_DRAINED_MESSAGES = 10
 DEFAULT_DRAIN_TIMEOUT = 2.0
 MAX_DRAIN_TIMEOUTS = 3
 METHOD_NOT_FOUND = -32601
@@ -62,6 +85,16 @@ METHOD_NOT_FOUND = -32601
 ExtRequest = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
 #: Told the whole agent-side queue each time it changes (the session persists it).
 QueueListener = Callable[[tuple[str, ...]], None]
+
+_JSON_TYPE_NAMES = {
+    bool: "boolean",
+    int: "number",
+    float: "number",
+    str: "string",
+    list: "array",
+    dict: "object",
+    type(None): "null",
+}
 
 
 @attrs.frozen
@@ -80,6 +113,29 @@ class DrainResult:
         )
 
 
+@attrs.frozen
+class DrainAnswer:
+    """One drain answer as read: what it carried, and whether it had the contract's shape.
+
+    ``messages`` holds every item in order: readable text as is, anything else
+    as a note saying what was left out, so nothing the host handed over
+    disappears without a trace.
+    """
+
+    messages: tuple[str, ...] = ()
+    has_queued_prompt: bool = False
+    well_formed: bool = True
+    unreadable: int = 0
+
+
+def unreadable_note(item: Any) -> str:
+    """The visible stand-in for a queued item that cannot be read as text."""
+    kind = item.get("type") if isinstance(item, dict) else None
+    if not isinstance(kind, str) or not kind:
+        kind = _JSON_TYPE_NAMES.get(type(item), "unknown")
+    return f"[queued input that is not text was left out: {kind[:40]}]"
+
+
 def _message_text(item: Any) -> str | None:
     if isinstance(item, str):
         return item
@@ -88,29 +144,55 @@ def _message_text(item: Any) -> str | None:
     return None
 
 
-def parse_drain_answer(answer: Any, *, watched: bool) -> tuple[tuple[str, ...], bool] | None:
-    """The queued messages and ``hasQueuedPrompt`` of an answer; None if malformed."""
-    if not isinstance(answer, dict):
-        return None
-    raw = answer.get("messages", [])
-    if not isinstance(raw, list):
-        return None
+def parse_drain_answer(answer: Any, *, watched: bool) -> DrainAnswer:
+    """Read an answer leniently: deliver what it carried, flag what breaks the contract.
+
+    The contract is an object with a ``messages`` list of text items and, when
+    the watch flag was sent, a boolean ``hasQueuedPrompt``.  Anything else still
+    yields the messages it carried (a bare list, string or object counts as the
+    item list), but ``well_formed`` is False and the boundary is unreliable.
+    """
+    well_formed = True
+    queued: Any = False
+    if isinstance(answer, dict):
+        raw: Any = answer.get("messages", [])
+        queued = answer.get("hasQueuedPrompt")
+        if queued is None:
+            well_formed = not watched  # a legacy answer to a watched request
+            queued = False
+        elif not isinstance(queued, bool):
+            well_formed = False
+            queued = False
+    else:
+        raw = answer
+        well_formed = False
+    if raw is None:
+        items: list[Any] = []
+        well_formed = False
+    elif isinstance(raw, list):
+        items = raw
+    else:
+        items = [raw]
+        well_formed = False
     messages: list[str] = []
-    for item in raw:
+    unreadable = 0
+    for item in items:
         text = _message_text(item)
         if text is None:
-            return None
+            unreadable += 1
+            text = unreadable_note(item)
         messages.append(text)
-    queued = answer.get("hasQueuedPrompt")
-    if queued is None and not watched:
-        queued = False
-    if not isinstance(queued, bool):
-        return None
-    return tuple(messages[:MAX_DRAINED_MESSAGES]), queued
+    if unreadable:
+        well_formed = False
+    return DrainAnswer(tuple(messages), bool(queued), well_formed, unreadable)
+
+
+#: A request's end: the answer as read, or None when the request failed.
+_Reply = DrainAnswer | None
 
 
 class MidTurnInput:
-    """One session's input boundary: the host's pull queue and the agent's push queue."""
+    """One session's input boundary: the host's pull queue and the agent's queue."""
 
     def __init__(
         self,
@@ -127,15 +209,34 @@ class MidTurnInput:
         self._pushed: list[str] = []
         self._timeouts = 0
         self._pull_disabled = ext_request is None
-        self._reported_this_prompt = False
+        self._inflight: asyncio.Future[_Reply] | None = None
+        self._contract_kept = True
 
     @property
     def pull_disabled(self) -> bool:
         return self._pull_disabled
 
     @property
+    def request_outstanding(self) -> bool:
+        """A drain request was sent and the host has not answered it yet."""
+        return self._inflight is not None and not self._inflight.done()
+
+    @property
+    def drain_supported(self) -> bool:
+        """Whether this prompt ran against a host that keeps the drain contract.
+
+        False once, during the current prompt, pulling was unavailable (method
+        not found, disabled after repeated timeouts, no client) or an answer
+        lacked the contract's shape (legacy or malformed).  Every boundary of
+        such a prompt is unreliable, so rollout analysis keeps these prompts
+        out of the supported-host conclusions.  A single timeout or error of an
+        otherwise conforming host does not clear it.
+        """
+        return self._contract_kept
+
+    @property
     def pending(self) -> tuple[str, ...]:
-        """The agent-side queue: pushed and requeued input not yet delivered."""
+        """The agent-side queue: pushed, requeued and late input not yet delivered."""
         return tuple(self._pushed)
 
     def _queue_changed(self) -> None:
@@ -158,53 +259,102 @@ class MidTurnInput:
         self._pushed = list(texts)
 
     def take_pushed(self) -> list[str]:
+        """Take the whole agent-side queue (pushed, requeued and pulled input), in order."""
         pushed, self._pushed = self._pushed, []
         if pushed:
             self._queue_changed()
         return pushed
 
     def start_prompt(self) -> None:
-        self._reported_this_prompt = False
+        self._contract_kept = not self._pull_disabled
 
-    def _unavailable(self, pushed: list[str]) -> DrainResult:
-        """The pull queue is gone: unreliable once per prompt, then the agent queue alone."""
-        if self._reported_this_prompt:
-            return DrainResult(tuple(pushed), False, True)
-        self._reported_this_prompt = True
-        return DrainResult(tuple(pushed), False, False)
-
-    async def drain(self, *, watch_queued_prompt: bool) -> DrainResult:
-        pushed = self.take_pushed()
-        if self._pull_disabled or self._ext_request is None:
-            return self._unavailable(pushed)
+    async def _request(self, watched: bool) -> _Reply:
+        """One drain request; its messages join the queue the moment they arrive."""
+        assert self._ext_request is not None
         params: dict[str, Any] = {"sessionId": self._session_id}
-        if watch_queued_prompt:
+        if watched:
             params[WATCH_FLAG] = True
         try:
-            answer = await asyncio.wait_for(self._ext_request(DRAIN_METHOD, params), self._timeout)
-        except TimeoutError:
-            self._timeouts += 1
-            _log.warning(
-                "%s timed out (%d/%d)", DRAIN_WIRE_NAME, self._timeouts, MAX_DRAIN_TIMEOUTS
-            )
-            if self._timeouts >= MAX_DRAIN_TIMEOUTS:
-                self._pull_disabled = True
-            self._reported_this_prompt = True
-            return DrainResult(tuple(pushed), False, False)
+            answer = await self._ext_request(DRAIN_METHOD, params)
         except Exception as exc:
-            code = getattr(exc, "code", None)
-            if code == METHOD_NOT_FOUND:
+            if getattr(exc, "code", None) == METHOD_NOT_FOUND:
                 _log.info("the client has no %s; draining disabled", DRAIN_WIRE_NAME)
                 self._pull_disabled = True
+                self._contract_kept = False
             else:
                 _log.warning("%s failed: %s", DRAIN_WIRE_NAME, exc)
-            self._reported_this_prompt = True
-            return DrainResult(tuple(pushed), False, False)
-        parsed = parse_drain_answer(answer, watched=watch_queued_prompt)
-        if parsed is None:
-            _log.warning("%s answered with a malformed result", DRAIN_WIRE_NAME)
-            self._reported_this_prompt = True
-            return DrainResult(tuple(pushed), False, False)
-        pulled, queued = parsed
-        messages = (*pulled, *pushed)
-        return DrainResult(messages, queued, True)
+            return None
+        reply = parse_drain_answer(answer, watched=watched)
+        if reply.unreadable:
+            _log.warning(
+                "%s: %d queued item(s) are not text; delivered as a note in their place",
+                DRAIN_WIRE_NAME,
+                reply.unreadable,
+            )
+        if not reply.well_formed:
+            _log.warning(
+                "%s answered without the contract's shape; the boundary is unreliable",
+                DRAIN_WIRE_NAME,
+            )
+        if reply.messages:
+            self._pushed.extend(reply.messages)
+            self._queue_changed()
+        return reply
+
+    async def _wait(self, request: asyncio.Future[_Reply], cancelled: asyncio.Event | None) -> bool:
+        """Wait for ``request`` within the timeout; True if it ended, False if not.
+
+        The request itself is never cancelled here: a late answer is still kept.
+        """
+        if cancelled is None:
+            done, _ = await asyncio.wait({request}, timeout=self._timeout)
+            return bool(done)
+        stop: asyncio.Future[Any] = asyncio.ensure_future(cancelled.wait())
+        waiting: set[asyncio.Future[Any]] = {request, stop}
+        try:
+            done, _ = await asyncio.wait(
+                waiting, timeout=self._timeout, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            stop.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await stop
+        return request in done
+
+    async def drain(
+        self, *, watch_queued_prompt: bool, cancelled: asyncio.Event | None = None
+    ) -> DrainResult:
+        """One input boundary: ask the host (if it can be asked), then take the whole queue.
+
+        If ``cancelled`` is set while the host is being waited for, return at
+        once with an empty, unreliable result and the queue untouched.
+        """
+        reply: _Reply = None
+        if not self._pull_disabled and self._ext_request is not None:
+            if self._inflight is None or self._inflight.done():
+                # An earlier request that ended late was already adopted into the queue.
+                self._inflight = asyncio.ensure_future(self._request(watch_queued_prompt))
+            request = self._inflight
+            if await self._wait(request, cancelled):
+                self._inflight = None
+                reply = request.result()
+                if reply is not None and not reply.well_formed:
+                    self._contract_kept = False
+            elif cancelled is not None and cancelled.is_set():
+                return DrainResult((), False, False)
+            else:
+                self._timeouts += 1
+                _log.warning(
+                    "%s timed out (%d/%d); a late answer is kept as queued input",
+                    DRAIN_WIRE_NAME,
+                    self._timeouts,
+                    MAX_DRAIN_TIMEOUTS,
+                )
+                if self._timeouts >= MAX_DRAIN_TIMEOUTS:
+                    self._pull_disabled = True
+        if self._pull_disabled:
+            self._contract_kept = False
+        messages = tuple(self.take_pushed())
+        if reply is None or not reply.well_formed:
+            return DrainResult(messages, False, False)
+        return DrainResult(messages, reply.has_queued_prompt, True)

@@ -9,12 +9,16 @@ sets a variable wins, like dotenv):
 4. the ``env`` map of ``<project>/.qwen/settings.json`` (project-controlled) and of
    ``~/.qwen/settings.json`` (a settings file: refused for the guard at any scope).
 
-The guard mode (``QWEN_CODE_ACP_REPEATED_TOOL_FAILURE_GUARD``) is deployment
-policy chosen by operators: it is honoured only from the exported process
-environment and the home-level env files, and refused -- with a warning naming
-the file -- from every project-controlled source and every settings ``env``
-map.  A project ``.env`` saying ``enforce`` therefore leaves the mode at the
-default ``shadow``.
+Deployment policy cannot be raised by the project.  The variables in
+:data:`OPERATOR_ONLY_VARIABLES` -- the guard mode
+(``QWEN_CODE_ACP_REPEATED_TOOL_FAILURE_GUARD``), the per-prompt tool-call cap
+and the shell timeout -- are operator limits: they are honoured only from the
+exported process environment and the home-level env files, and refused --
+with a warning naming the variable and the source -- from every
+project-controlled source and every settings ``env`` map.  A project ``.env``
+saying ``enforce`` therefore leaves the mode at the default ``shadow``, and
+one saying ``TOOL_FAILURE_GUARD_MAX_TOOL_CALLS=1000000`` leaves the cap at 100.
+A later operator limit joins by being added to that one set.
 """
 
 from __future__ import annotations
@@ -32,12 +36,18 @@ from guard import GUARD_MODE_ENV_VAR, GuardMode, resolve_mode
 
 _log = logging.getLogger("session.envconfig")
 
-#: Seconds an MCP tool call may run: operator-only, so a project cannot raise it.
+#: The per-prompt tool-call cap (protection 4), a whole number.
+TOOL_CALL_CAP_ENV_VAR = "TOOL_FAILURE_GUARD_MAX_TOOL_CALLS"
+#: The shell tool's timeout in seconds.
+SHELL_TIMEOUT_ENV_VAR = "TOOL_FAILURE_GUARD_SHELL_TIMEOUT"
+#: Seconds an MCP tool call may run.
 MCP_TIMEOUT_ENV_VAR = "TOOL_FAILURE_GUARD_MCP_TIMEOUT"
 
-#: Variables only operators may set: never from a project-controlled source.
-POLICY_VARIABLES = frozenset({GUARD_MODE_ENV_VAR})
-POLICY_VARIABLES |= {MCP_TIMEOUT_ENV_VAR}
+#: Operator limits: never from a project-controlled source or a settings ``env`` map.
+#: Every later operator-only setting (model limits...) is added here.
+OPERATOR_ONLY_VARIABLES = frozenset(
+    {GUARD_MODE_ENV_VAR, TOOL_CALL_CAP_ENV_VAR, SHELL_TIMEOUT_ENV_VAR, MCP_TIMEOUT_ENV_VAR}
+)
 
 _LINE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*?)\s*$")
 
@@ -46,7 +56,7 @@ _LINE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*?)\s*$"
 class EnvSource:
     name: str  #: e.g. "project .env"
     path: Path | None  #: None for the process environment
-    trusted_for_policy: bool
+    operator_trusted: bool
 
 
 @attrs.frozen
@@ -146,11 +156,12 @@ def load_env(
         else:
             found = _read_env_file(source.path)
         for key, value in found.items():
-            if key in POLICY_VARIABLES and not source.trusted_for_policy:
+            if key in OPERATOR_ONLY_VARIABLES and not source.operator_trusted:
                 refusal = Refusal(key, f"{source.name} ({source.path})")
                 refused.append(refusal)
                 _log.warning(
-                    "%s: %s is deployment policy and may not be set by this source; ignored",
+                    "%s: %s is deployment policy (an operator limit) and may not be set by "
+                    "this source; ignored",
                     refusal.source,
                     key,
                 )

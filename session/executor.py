@@ -119,7 +119,19 @@ class Executor:
     def resolve(self, name: str) -> Tool | None:
         return self._registry.get(name)
 
-    async def execute(self, call: FunctionCall, cancelled: asyncio.Event) -> CallOutcome:
+    async def execute(
+        self,
+        call: FunctionCall,
+        cancelled: asyncio.Event,
+        *,
+        on_start: Callable[[], Awaitable[None]] | None = None,
+    ) -> CallOutcome:
+        """Settle one call; ``on_start`` is awaited once it is allowed, just before it runs.
+
+        So a client sees ``in_progress`` only after the permission was granted:
+        while it is being asked the call stays ``pending`` (ACP's pending covers
+        awaiting approval), and a call that never starts never reports it.
+        """
         tool = self._registry.get(call.name)
         if tool is None:
             return _not_started(
@@ -147,6 +159,10 @@ class Executor:
                     "permission_request_failed",
                     "the permission request failed",
                 )
+            if cancelled.is_set():
+                return _cancelled(call, tool, "not_started", "cancelled before execution")
+        if on_start is not None:
+            await on_start()
             if cancelled.is_set():
                 return _cancelled(call, tool, "not_started", "cancelled before execution")
 

@@ -72,7 +72,13 @@ class BatchReport:
 
 
 class TodoStopGuard:
-    """Continues a prompt (with mode off) while the model's todo list has open items."""
+    """Continues a prompt while the model's todo list has open items.
+
+    A continuation stays inside the prompt: it keeps the prompt's guard, mode
+    and candidate streak, so a failure repeated across it is still counted
+    (and stopped in enforce).  A stop suspends this guard for the rest of the
+    prompt.
+    """
 
     def __init__(self, limit: int = MAX_TODO_CONTINUATIONS) -> None:
         self._limit = limit
@@ -107,6 +113,16 @@ class PromptRun:
         self.todo_guard = TodoStopGuard()
         self.reports: list[BatchReport] = []
 
+    @property
+    def drain_supported(self) -> bool:
+        """False when this prompt ran against a host without a working drain contract.
+
+        See :attr:`session.drain.MidTurnInput.drain_supported`: such a prompt's
+        boundaries are all unreliable, so rollout analysis keeps it apart from
+        supported hosts (``drainSupported`` in the ``--report-decisions`` meta).
+        """
+        return self.session.drain.drain_supported
+
     def _meta(self, loop_type: str | None = None) -> dict[str, Any] | None:
         meta: dict[str, Any] = {}
         if loop_type is not None:
@@ -115,6 +131,7 @@ class PromptRun:
             meta[REPORT_META_KEY] = {
                 "promptId": self.prompt_id,
                 "mode": self.mode.value,
+                "drainSupported": self.drain_supported,
                 "batches": [report.to_json() for report in self.reports],
             }
         return meta or None
@@ -146,9 +163,8 @@ class PromptRun:
             await self._record_turn(turn, admission)
             if not admission.calls:
                 if self.todo_guard.should_continue(s.todos):
-                    # An automatic continuation turn: it runs with the guard off.
-                    self.mode = GuardMode.OFF
-                    self.guard = RepeatedToolFailureGuard(GuardMode.OFF)
+                    # An automatic continuation is part of this prompt: same guard, same
+                    # mode, same streak (only separate automatic routes run with off).
                     s._record(
                         Message(
                             role="user",

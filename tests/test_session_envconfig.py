@@ -9,7 +9,13 @@ from pathlib import Path
 import pytest
 
 from guard import GUARD_MODE_ENV_VAR, GuardMode
-from session.envconfig import load_env, parse_env_file
+from session.envconfig import (
+    OPERATOR_ONLY_VARIABLES,
+    SHELL_TIMEOUT_ENV_VAR,
+    TOOL_CALL_CAP_ENV_VAR,
+    load_env,
+    parse_env_file,
+)
 
 
 @pytest.fixture
@@ -69,11 +75,44 @@ def test_the_exported_process_environment_wins(project: Path, home: Path) -> Non
 
 
 def test_other_settings_still_come_from_project_files(project: Path, home: Path) -> None:
-    (project / ".env").write_text("TOOL_FAILURE_GUARD_MAX_TOOL_CALLS=7\n")
-    (home / ".env").write_text("TOOL_FAILURE_GUARD_MAX_TOOL_CALLS=9\nOTHER=1\n")
+    (project / ".env").write_text("OTHER=7\n")
+    (home / ".env").write_text("OTHER=9\nMORE=1\n")
     config = load_env(project, home=home, environ={})
-    assert config.get("TOOL_FAILURE_GUARD_MAX_TOOL_CALLS") == "7"
-    assert config.get("OTHER") == "1"
+    assert config.get("OTHER") == "7"
+    assert config.get("MORE") == "1"
+
+
+def test_operator_limits_are_one_declared_set() -> None:
+    assert {
+        GUARD_MODE_ENV_VAR,
+        TOOL_CALL_CAP_ENV_VAR,
+        SHELL_TIMEOUT_ENV_VAR,
+    } <= OPERATOR_ONLY_VARIABLES
+
+
+@pytest.mark.parametrize("variable", [TOOL_CALL_CAP_ENV_VAR, SHELL_TIMEOUT_ENV_VAR])
+@pytest.mark.parametrize(
+    "relative", [".env", ".qwen/.env", ".qwen/settings.json"], ids=["env", "qwen-env", "settings"]
+)
+def test_no_project_source_may_raise_an_operator_limit(
+    project: Path, home: Path, caplog: pytest.LogCaptureFixture, variable: str, relative: str
+) -> None:
+    path = project / relative
+    if path.suffix == ".json":
+        path.write_text(json.dumps({"env": {variable: "1000000"}}))
+    else:
+        path.write_text(f"{variable}=1000000\n")
+    (home / ".env").write_text(f"{variable}=40\n")
+    with caplog.at_level(logging.WARNING):
+        config = load_env(project, home=home, environ={})
+    assert config.get(variable) == "40"  # the operator's value, not the project's
+    assert [r.variable for r in config.refused] == [variable]
+    assert variable in caplog.text and str(path) in caplog.text
+
+
+def test_the_process_environment_sets_operator_limits(project: Path, home: Path) -> None:
+    config = load_env(project, home=home, environ={TOOL_CALL_CAP_ENV_VAR: "12"})
+    assert config.get(TOOL_CALL_CAP_ENV_VAR) == "12" and config.refused == ()
 
 
 def test_invalid_mode_falls_back_to_shadow(project: Path, home: Path) -> None:

@@ -163,7 +163,7 @@ def test_a_failing_sink_is_logged_once_per_call_site(
     assert any(r.levelno == logging.DEBUG and "again" in r.getMessage() for r in caplog.records)
 
 
-def test_todo_stop_guard_continues_with_the_guard_off(tmp_path: Path) -> None:
+def test_todo_continuation_keeps_the_prompts_guard_mode_and_streak(tmp_path: Path) -> None:
     open_todo = [{"content": "read the file", "status": "pending"}]
     scenario = parse_scenario(
         {
@@ -180,19 +180,73 @@ def test_todo_stop_guard_continues_with_the_guard_off(tmp_path: Path) -> None:
     session, _, response = run_prompt(tmp_path, scenario, GuardMode.ENFORCE, NullTelemetry())
 
     rows = response.field_meta["toolFailureGuard"]["batches"]
-    assert [(r["mode"], r["decision"]) for r in rows] == [
-        ("enforce", "tracked"),
-        ("off", "none"),
-        ("off", "none"),
+    assert [(r["mode"], r["decision"], r["failureCount"]) for r in rows] == [
+        ("enforce", "tracked", 4),
+        ("enforce", "warn", 8),  # the streak survived the continuation
+        ("enforce", "stop", 12),
     ]
+    assert response.field_meta["loopType"] == "repeated_tool_execution_failure"
     kinds = [m.kind for m in session.history]
-    assert kinds.count("continuation") == 3  # the todo item is never completed: capped
+    assert kinds.count("continuation") == 1  # the stop suspended the todo stop guard
     assert session.history[kinds.index("continuation")].texts("system") == [
         TODO_CONTINUATION_MESSAGE
     ]
     first_results = next(m for m in session.history if m.kind == "tool_results")
     assert first_results.texts("system") == ["System: todo list has open items: read the file"]
-    assert "loopType" not in response.field_meta
+
+
+def loop_across_a_continuation() -> Any:
+    """Tracked, warned, then a continuation, then the same failure 30 batches long."""
+    open_todo = [{"content": "read the file", "status": "pending"}]
+    return parse_scenario(
+        {
+            "turns": [
+                {"calls": [READ_MISSING] * 4, "todos": open_todo},
+                {"calls": [READ_MISSING] * 4},
+                {"text": "I will stop here."},
+                {"calls": [READ_MISSING] * 4, "repeat": 30},
+            ]
+        },
+        "continuation-loop.json",
+    )
+
+
+def test_a_continuation_never_lets_a_warned_loop_run_to_the_cap(tmp_path: Path) -> None:
+    # Regression: the continuation used to swap in an `off` guard, and the same failure
+    # then ran on to the 100-call cap (`tool_call_cap`) under enforce.
+    session, _, response = run_prompt(
+        tmp_path, loop_across_a_continuation(), GuardMode.ENFORCE, NullTelemetry()
+    )
+    rows = response.field_meta["toolFailureGuard"]["batches"]
+    assert [(r["mode"], r["decision"]) for r in rows] == [
+        ("enforce", "tracked"),
+        ("enforce", "warn"),
+        ("enforce", "stop"),
+    ]
+    assert response.field_meta["loopType"] == "repeated_tool_execution_failure"
+    assert response.stop_reason == "end_turn"
+    assert [m.kind for m in session.history].count("continuation") == 1
+
+
+def test_a_shadow_continuation_keeps_recording_would_stop(tmp_path: Path) -> None:
+    _, _, response = run_prompt(
+        tmp_path, loop_across_a_continuation(), GuardMode.SHADOW, NullTelemetry()
+    )
+    rows = response.field_meta["toolFailureGuard"]["batches"]
+    assert [(r["mode"], r["decision"]) for r in rows[:3]] == [
+        ("shadow", "tracked"),
+        ("shadow", "would_warn"),
+        ("shadow", "would_stop"),
+    ]
+    assert response.field_meta["loopType"] == "tool_call_cap"  # shadow never stops
+
+
+def test_todo_continuations_are_capped_per_prompt(tmp_path: Path) -> None:
+    open_todo = [{"content": "write the file", "status": "pending"}]
+    scenario = parse_scenario({"turns": [{"text": "Thinking.", "todos": open_todo}]}, "t.json")
+    session, _, response = run_prompt(tmp_path, scenario, GuardMode.ENFORCE, NullTelemetry())
+    assert [m.kind for m in session.history].count("continuation") == 3
+    assert response.stop_reason == "end_turn"
 
 
 def test_a_stop_suspends_the_todo_stop_guard(tmp_path: Path) -> None:
