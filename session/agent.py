@@ -12,6 +12,7 @@ the agent only ever reads namespaced keys (``qwen.channel.prompt``).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 import uuid
@@ -38,6 +39,7 @@ from session.executor import Executor
 from session.history import HistoryError, HistoryStore, HistoryWriteError
 from session.loop import CHANNEL_PROMPT_META_KEY, GuardedSession, SessionOptions
 from session.model import Model
+from session.pending import PendingInputLog
 from session.protections import DEFAULT_TOOL_CALL_CAP
 from session.replay import replay_updates
 from session.telemetry import GuardTelemetry, NullTelemetry
@@ -51,6 +53,11 @@ AGENT_VERSION = "0.1.0"
 #: Settings the agent reads from its merged environment (process env and env files).
 TOOL_CALL_CAP_ENV_VAR = "TOOL_FAILURE_GUARD_MAX_TOOL_CALLS"
 SHELL_TIMEOUT_ENV_VAR = "TOOL_FAILURE_GUARD_SHELL_TIMEOUT"
+
+#: The ``_meta`` key of a ``session/load`` answer that had to skip corrupt history lines.
+HISTORY_META_KEY = "toolFailureGuardHistory"
+#: How long a disconnected agent waits for its cancelled prompts to persist and end.
+DISCONNECT_GRACE_S = 5.0
 
 #: Names the SDK would let a ``_meta`` key override (parameters of every request handler).
 RESERVED_META_KEYS = frozenset(
@@ -172,7 +179,13 @@ class GuardedAgent:
     async def authenticate(self, method_id: str, **kwargs: Any) -> None:
         return None
 
-    def _open(self, session_id: str, cwd: str, history: list[Any]) -> GuardedSession:
+    def _open(
+        self,
+        session_id: str,
+        cwd: str,
+        history: list[Any],
+        pending_input: tuple[str, ...] = (),
+    ) -> GuardedSession:
         project = Path(cwd)
         env = load_env(project)
         mode = env.guard_mode()  # resolved once, when the session is created
@@ -192,11 +205,14 @@ class GuardedAgent:
         )
         context = ToolContext(cwd=project, shell_timeout=shell_timeout)
         conn = self.conn
+        pending = PendingInputLog(self.store, session_id, pending_input)
         drain = MidTurnInput(
             session_id,
             conn.ext_method if conn is not None else None,
             timeout=self.config.drain_timeout,
+            on_queue_change=pending.changed,
         )
+        drain.restore(pending_input)
         _log.info("session %s: guard mode %s", session_id, mode.value)
         session = GuardedSession(
             session_id=session_id,
@@ -211,6 +227,7 @@ class GuardedAgent:
                 tool_call_cap=cap, report_decisions=self.config.report_decisions
             ),
             history=history,
+            pending=pending,
         )
         self.sessions[session_id] = session
         return session
@@ -251,17 +268,22 @@ class GuardedAgent:
         **kwargs: Any,
     ) -> LoadSessionResponse:
         self._check_cwd(cwd)
-        try:
-            _, messages = self.store.load(session_id)
-        except HistoryError as exc:
-            raise RequestError.invalid_params({"sessionId": str(exc)}) from exc
         old = self.sessions.get(session_id)
         if old is not None and old.running:
             raise RequestError.invalid_request({"details": "the session has a prompt running"})
-        session = self._open(session_id, cwd, messages)
-        for update in replay_updates(messages):
+        try:
+            loaded = self.store.load_session(session_id)
+        except HistoryError as exc:
+            # HistoryError messages name the session, never the state directory's path.
+            raise RequestError.invalid_params({"sessionId": str(exc)}) from exc
+        session = self._open(session_id, cwd, loaded.messages, loaded.pending_input)
+        for update in replay_updates(loaded.messages):
             await session.client.session_update(session_id, update)
-        return LoadSessionResponse()
+        if not loaded.skipped_lines:
+            return LoadSessionResponse()
+        return LoadSessionResponse(
+            field_meta={HISTORY_META_KEY: {"skippedLines": list(loaded.skipped_lines)}}
+        )
 
     def _session(self, session_id: str) -> GuardedSession:
         session = self.sessions.get(session_id)
@@ -303,6 +325,26 @@ class GuardedAgent:
     async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
         return None
 
+    async def disconnect(self, grace: float = DISCONNECT_GRACE_S) -> None:
+        """The client is gone: cancel every running prompt and let it persist, bounded.
+
+        Cancelling is what ``session/cancel`` does: running tools are cancelled
+        (outcome ``cancelled``), every outcome is persisted and the batch's
+        results are recorded.  Nobody is left to answer a permission request or
+        see a next model turn, so no prompt continues unobserved.
+        """
+        running = [session for session in self.sessions.values() if session.running]
+        for session in running:
+            session.cancel()
+        if not running:
+            return
+        try:
+            await asyncio.wait_for(
+                asyncio.gather(*(session.wait_idle() for session in running)), grace
+            )
+        except TimeoutError:
+            _log.warning("disconnected: a prompt did not end within %gs", grace)
+
 
 async def serve(agent: GuardedAgent) -> None:
     """Serve ``agent`` on stdin/stdout until the client disconnects."""
@@ -315,5 +357,7 @@ async def serve(agent: GuardedAgent) -> None:
     inner._handler = strip_colliding_meta(inner._handler)
     try:
         await conn.listen()
+        # End of input (the client closed stdin or went away): settle, persist, exit.
+        await agent.disconnect()
     finally:
         await conn.close()

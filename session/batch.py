@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from acp import start_tool_call, text_block, tool_content, update_tool_call
 
@@ -78,6 +78,14 @@ def provider_duplicate_outcome(session: GuardedSession, call: FunctionCall) -> C
     )
 
 
+async def tell(session: GuardedSession, update: Any) -> None:
+    """Send one update; a closed connection is logged, never allowed to lose an outcome."""
+    try:
+        await session._emit(update)
+    except (ConnectionError, OSError) as exc:
+        _log.warning("could not send a tool call update: %s", exc)
+
+
 async def run_batch(
     session: GuardedSession, admission: Admission
 ) -> tuple[list[CallOutcome | None], ReceiptBuilder]:
@@ -90,24 +98,27 @@ async def run_batch(
     builder = ReceiptBuilder(len(admission.calls))
     for call in admission.executable:
         tool = s.executor.resolve(call.name)
-        await s._emit(
+        await tell(
+            s,
             start_tool_call(
                 call.call_id,
                 tool.title(call.args) if tool is not None else call.name,
                 kind=tool.kind if tool is not None else "other",
                 status="pending",
                 raw_input=dict(call.args),
-            )
+            ),
         )
 
     async def run_one(ordinal: int, call: FunctionCall) -> CallOutcome:
         if call.call_id in admission.provider_duplicates:
             outcome = provider_duplicate_outcome(s, call)
             settle(builder, ordinal, outcome, provider_duplicate=True)
+            s.record_settled(response_part(outcome, duplicate=True))
             return outcome
-        await s._emit(update_tool_call(call.call_id, status="in_progress"))
+        await tell(s, update_tool_call(call.call_id, status="in_progress"))
         outcome = await s.executor.execute(call, s._cancelled)
         settle(builder, ordinal, outcome)
+        s.record_settled(response_part(outcome))  # durable before anyone is told
         s.report(
             "tool_call_settled",
             lambda: s.telemetry.tool_call_settled(
@@ -116,7 +127,8 @@ async def run_batch(
                 tool_type=outcome.tool_type,
             ),
         )
-        await s._emit(
+        await tell(
+            s,
             update_tool_call(
                 call.call_id,
                 status=tool_status(outcome),  # type: ignore[arg-type]
@@ -125,7 +137,7 @@ async def run_batch(
                     "terminalStatus": outcome.terminal_status,
                     "errorType": outcome.error_type,
                 },
-            )
+            ),
         )
         return outcome
 
