@@ -266,4 +266,11 @@ def run(args: argparse.Namespace) -> int:
         f"creation {engine_creation / creation:.0f}x"
     )
     print(f"engine and derived table decisions identical: {'yes' if identical else 'NO'}")
+    from tool_failure_guard.bench_history import settled_record_cost
+
+    median_ms, p90_ms = settled_record_cost()
+    print(
+        f"persisting one settled call outcome (write + fsync, here): median {median_ms:.2f} ms, "
+        f"p90 {p90_ms:.2f} ms"
+    )
     return 0 if identical else 1
