@@ -2,19 +2,30 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
+import pytest
+from acp.exceptions import RequestError
+
+from guard import GuardMode
 from session.drain import MidTurnInput
+from session.executor import Executor
 from session.history import (
     INTERRUPTED,
     HistoryStore,
+    HistoryWriteError,
     Message,
     Part,
     SettledCall,
     assemble,
 )
+from session.loop import GuardedSession, SessionOptions
+from session.model import ScriptedModel, parse_scenario
 from session.pending import PendingInputLog
 from session.replay import replay_updates
+from session.telemetry import NullTelemetry
+from session.tools import ToolContext, default_tools
 
 
 def call(call_id: str, duplicate: bool = False) -> Part:
@@ -171,3 +182,54 @@ def test_a_restored_queue_is_delivered_once(tmp_path: Path) -> None:
     store.append("s1", PROMPT, pending_input=log.snapshot_for_message())
     log.message_persisted()
     assert store.load_session("s1").pending_input == ()
+
+
+def test_a_prompt_that_failed_mid_batch_is_closed_with_its_settled_outcomes(
+    tmp_path: Path,
+) -> None:
+    class Client:
+        async def session_update(self, session_id: str, update: object, **_: object) -> None:
+            return None
+
+        async def ext_method(self, method: str, params: dict[str, object]) -> dict[str, object]:
+            return {"messages": [], "hasQueuedPrompt": False}
+
+    class FailingOnce(HistoryStore):
+        failed = False
+
+        def append(
+            self, session_id: str, message: Message, *, pending_input: object = None
+        ) -> None:
+            if message.kind == "tool_results" and not self.failed:
+                self.failed = True
+                raise HistoryWriteError("disk full")
+            super().append(session_id, message, pending_input=pending_input)  # type: ignore[arg-type]
+
+    read = {"tool": "read_file", "args": {"path": "missing.txt"}}
+    scenario = parse_scenario(
+        {"prompts": [{"turns": [{"calls": [read, read]}]}, {"turns": []}]}, "t"
+    )
+    store = FailingOnce(tmp_path / "state")
+    store.create("s1", str(tmp_path))
+    client = Client()
+    session = GuardedSession(
+        session_id="s1",
+        client=client,  # type: ignore[arg-type]
+        model=ScriptedModel(scenario),
+        executor_factory=lambda s: Executor(
+            default_tools(), ToolContext(cwd=tmp_path), s.ask_permission
+        ),
+        store=store,
+        telemetry=NullTelemetry(),
+        mode=GuardMode.ENFORCE,
+        drain=MidTurnInput("s1", client.ext_method),
+        options=SessionOptions(),
+    )
+    with pytest.raises(RequestError):
+        asyncio.run(session.run_prompt(["go"], channel=False))
+    asyncio.run(session.run_prompt(["again"], channel=False))
+    kinds = [m.kind for m in session.history]
+    assert kinds == ["prompt", "model", "tool_results", "prompt", "model"]
+    closing = session.history[2]
+    assert [(p.status, p.error_type) for p in closing.parts] == [("error", "file_not_found")] * 2
+    assert store.load_session("s1").messages == session.history
