@@ -1,12 +1,18 @@
 """Conversation history and its append-only persistence (one JSON Lines file per session).
 
 A session's history is a list of :class:`Message` values.  Every message is
-appended to ``<state dir>/sessions/<session id>.jsonl`` (opened, written,
-flushed and fsync'ed per message) *before* the session acts on it, so that a
+appended to ``<state dir>/sessions/<session id>.jsonl`` (written, flushed and
+fsync'ed per record) *before* the session acts on it, so that a
 ``session/load`` after a reconnect or an agent restart replays exactly what
 happened -- including the stop message -- and so that a write failure is seen
 at the moment it happens.  The file is never rewritten: lines are only
 appended.  The first line is a header naming the session and its directory.
+
+Besides messages the file holds ``call_settled`` records (one call's response,
+written the moment it settled, so a crash mid-batch loses no outcome) and
+``pending_input`` snapshots (the agent-side input queue).  Loading validates
+every line strictly, skips a corrupt one into a sidecar file, and
+:func:`assemble` gives every function call exactly one response.
 
 Only the conversation is persisted.  The guard's streak deliberately is not: a
 loaded session starts its next prompt with a fresh guard.
