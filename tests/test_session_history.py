@@ -228,3 +228,15 @@ def test_replay_shows_prompt_tools_and_the_stop_message() -> None:
     ]
     assert updates[3].status == "failed"
     assert updates[-1].content.text == REPEATED_TOOL_FAILURE_STOP_MESSAGE
+
+
+def test_a_version_1_history_still_loads(tmp_path: Path) -> None:
+    store = HistoryStore(tmp_path)
+    store.path("s1").parent.mkdir(parents=True)
+    lines = [
+        {"type": "session", "version": 1, "session_id": "s1", "cwd": "/w"},
+        *(message.to_json() for message in sample()),
+    ]
+    store.path("s1").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    loaded = store.load_session("s1")
+    assert (loaded.cwd, loaded.messages, loaded.skipped_lines) == ("/w", sample(), ())
