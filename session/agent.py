@@ -51,6 +51,7 @@ from session.framing import DEFAULT_MAX_FRAME_BYTES, filtered_stdio
 from session.history import HistoryError, HistoryStore, HistoryWriteError
 from session.loop import CHANNEL_PROMPT_META_KEY, GuardedSession, SessionOptions
 from session.model import Model
+from session.pending import PendingInputLog
 from session.protections import DEFAULT_TOOL_CALL_CAP
 from session.replay import replay_updates
 from session.telemetry import GuardTelemetry, NullTelemetry
@@ -66,6 +67,11 @@ AGENT_VERSION = "0.1.0"
 
 #: Seconds an MCP tool call may run unless ``TOOL_FAILURE_GUARD_MCP_TIMEOUT`` says otherwise.
 DEFAULT_MCP_TIMEOUT = 60.0
+
+#: The ``_meta`` key of a ``session/load`` answer that had to skip corrupt history lines.
+HISTORY_META_KEY = "toolFailureGuardHistory"
+#: How long a disconnected agent waits for its cancelled prompts to persist and end.
+DISCONNECT_GRACE_S = 5.0
 
 #: Names the SDK would let a ``_meta`` key override (parameters of every request handler).
 RESERVED_META_KEYS = frozenset(
@@ -193,7 +199,12 @@ class GuardedAgent:
         return None
 
     async def _open(
-        self, session_id: str, cwd: str, history: list[Any], mcp_servers: list[Any] | None
+        self,
+        session_id: str,
+        cwd: str,
+        history: list[Any],
+        mcp_servers: list[Any] | None,
+        pending_input: tuple[str, ...] = (),
     ) -> GuardedSession:
         project = Path(cwd)
         env = load_env(project)
@@ -228,11 +239,14 @@ class GuardedAgent:
             self.mcp[session_id] = mcp
             tools.update(mcp_registry(mcp, mcp_timeout, tools))
         conn = self.conn
+        pending = PendingInputLog(self.store, session_id, pending_input)
         drain = MidTurnInput(
             session_id,
             conn.ext_method if conn is not None else None,
             timeout=self.config.drain_timeout,
+            on_queue_change=pending.changed,
         )
+        drain.restore(pending_input)
         _log.info("session %s: guard mode %s", session_id, mode.value)
         session = GuardedSession(
             session_id=session_id,
@@ -247,6 +261,7 @@ class GuardedAgent:
                 tool_call_cap=cap, report_decisions=self.config.report_decisions
             ),
             history=history,
+            pending=pending,
         )
         self.sessions[session_id] = session
         return session
@@ -287,17 +302,23 @@ class GuardedAgent:
         **kwargs: Any,
     ) -> LoadSessionResponse:
         self._check_cwd(cwd)
-        try:
-            _, messages = self.store.load(session_id)
-        except HistoryError as exc:
-            raise RequestError.invalid_params({"sessionId": str(exc)}) from exc
         old = self.sessions.get(session_id)
         if old is not None and old.running:
             raise RequestError.invalid_request({"details": "the session has a prompt running"})
-        session = await self._open(session_id, cwd, messages, mcp_servers)
-        for update in replay_updates(messages):
+        try:
+            loaded = self.store.load_session(session_id)
+        except HistoryError as exc:
+            # HistoryError messages name the session, never the state directory's path.
+            raise RequestError.invalid_params({"sessionId": str(exc)}) from exc
+        session = await self._open(
+            session_id, cwd, loaded.messages, mcp_servers, loaded.pending_input
+        )
+        for update in replay_updates(loaded.messages):
             await session.client.session_update(session_id, update)
-        return LoadSessionResponse(field_meta=self._mcp_meta(session_id))
+        meta = self._mcp_meta(session_id) or {}
+        if loaded.skipped_lines:
+            meta[HISTORY_META_KEY] = {"skippedLines": list(loaded.skipped_lines)}
+        return LoadSessionResponse(field_meta=meta or None)
 
     def _mcp_meta(self, session_id: str) -> dict[str, Any] | None:
         """``_meta.toolFailureGuard.mcpServers``: each server's status, when any were given."""
@@ -359,6 +380,26 @@ class GuardedAgent:
     async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
         return None
 
+    async def disconnect(self, grace: float = DISCONNECT_GRACE_S) -> None:
+        """The client is gone: cancel every running prompt and let it persist, bounded.
+
+        Cancelling is what ``session/cancel`` does: running tools are cancelled
+        (outcome ``cancelled``), every outcome is persisted and the batch's
+        results are recorded.  Nobody is left to answer a permission request or
+        see a next model turn, so no prompt continues unobserved.
+        """
+        running = [session for session in self.sessions.values() if session.running]
+        for session in running:
+            session.cancel()
+        if not running:
+            return
+        try:
+            await asyncio.wait_for(
+                asyncio.gather(*(session.wait_idle() for session in running)), grace
+            )
+        except TimeoutError:
+            _log.warning("disconnected: a prompt did not end within %gs", grace)
+
 
 def quiet_notifications(handler: MethodHandler) -> MethodHandler:
     """Wrap the SDK's router: a notification it cannot route costs one warning line.
@@ -403,6 +444,8 @@ async def serve(agent: GuardedAgent, *, max_frame_bytes: int = DEFAULT_MAX_FRAME
     try:
         with contextlib.suppress(asyncio.CancelledError):
             await listening
+        # End of input (the client closed stdin, went away, or SIGTERM): settle, persist, exit.
+        await agent.disconnect()
     finally:
         pump.cancel()
         with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from acp import start_tool_call, text_block, tool_content, update_tool_call
 
@@ -80,6 +80,14 @@ def provider_duplicate_outcome(session: GuardedSession, call: FunctionCall) -> C
     )
 
 
+async def tell(session: GuardedSession, update: Any) -> None:
+    """Send one update; a closed connection is logged, never allowed to lose an outcome."""
+    try:
+        await session._emit(update)
+    except (ConnectionError, OSError) as exc:
+        _log.warning("could not send a tool call update: %s", exc)
+
+
 async def run_batch(
     session: GuardedSession, admission: Admission
 ) -> tuple[list[CallOutcome | None], ReceiptBuilder]:
@@ -92,28 +100,31 @@ async def run_batch(
     builder = ReceiptBuilder(len(admission.calls))
     for call in admission.executable:
         tool = s.executor.resolve(call.name)
-        await s._emit(
+        await tell(
+            s,
             start_tool_call(
                 call.call_id,
                 tool.title(call.args) if tool is not None else call.name,
                 kind=tool.kind if tool is not None else "other",
                 status="pending",
                 raw_input=dict(call.args),
-            )
+            ),
         )
 
     async def run_one(ordinal: int, call: FunctionCall) -> CallOutcome:
         if call.call_id in admission.provider_duplicates:
             outcome = provider_duplicate_outcome(s, call)
             settle(builder, ordinal, outcome, provider_duplicate=True)
+            s.record_settled(response_part(outcome, duplicate=True))
             return outcome
 
         async def started() -> None:
-            await s._emit(update_tool_call(call.call_id, status="in_progress"))
+            await tell(s, update_tool_call(call.call_id, status="in_progress"))
 
         # in_progress only once the call is allowed: it stays pending while asked.
         outcome = await s.executor.execute(call, s._cancelled, on_start=started)
         settle(builder, ordinal, outcome)
+        s.record_settled(response_part(outcome))  # durable before anyone is told
         s.report(
             "tool_call_settled",
             lambda: s.telemetry.tool_call_settled(
@@ -122,7 +133,8 @@ async def run_batch(
                 tool_type=outcome.tool_type,
             ),
         )
-        await s._emit(
+        await tell(
+            s,
             update_tool_call(
                 call.call_id,
                 status=tool_status(outcome),  # type: ignore[arg-type]
@@ -131,7 +143,7 @@ async def run_batch(
                     "terminalStatus": outcome.terminal_status,
                     "errorType": outcome.error_type,
                 },
-            )
+            ),
         )
         return outcome
 

@@ -209,6 +209,32 @@ async def spawn_guarded_agent(
     ``stderr`` is where the agent's stderr goes: None inherits ours (never a pipe
     nobody reads: an agent that logs a lot would block on it).
     """
+    async with spawn_guarded_agent_process(
+        client,
+        mode=mode,
+        state_dir=state_dir,
+        home=home,
+        scenario=scenario,
+        extra_args=extra_args,
+        extra_env=extra_env,
+        stderr=stderr,
+    ) as (conn, _process):
+        yield conn
+
+
+@asynccontextmanager
+async def spawn_guarded_agent_process(
+    client: RecordingClient,
+    *,
+    mode: str | None,
+    state_dir: Path,
+    home: Path,
+    scenario: str = "read-loop",
+    extra_args: Sequence[str] = (),
+    extra_env: Mapping[str, str] | None = None,
+    stderr: Any = None,
+) -> AsyncIterator[tuple[Any, asyncio.subprocess.Process]]:
+    """:func:`spawn_guarded_agent`, also yielding the agent's process (crash tests kill it)."""
     args = [
         "-m",
         "tool_failure_guard",
@@ -227,10 +253,10 @@ async def spawn_guarded_agent(
         env=agent_environment(mode, home=home, extra=extra_env),
         # time to shut its MCP servers down before the SDK resorts to SIGTERM
         transport_kwargs={"stderr": stderr, "shutdown_timeout": 10.0},
-    ) as (conn, _process):
+    ) as (conn, process):
         await conn.initialize(
             protocol_version=PROTOCOL_VERSION,
             client_capabilities=ClientCapabilities(),
             client_info=Implementation(name="recording-client", version="0.1.0"),
         )
-        yield conn
+        yield conn, process

@@ -48,8 +48,18 @@ from acp.schema import (
 from guard import GuardMode
 from session.drain import QUEUED_INPUT_PREFIX, MidTurnInput
 from session.executor import Executor, FunctionCall, PermissionAnswer
-from session.history import HistoryStore, HistoryWriteError, Message, Part, answered_call_ids
+from session.history import (
+    HistoryStore,
+    HistoryWriteError,
+    Message,
+    Part,
+    SettledCall,
+    answered_call_ids,
+    assemble,
+    open_calls,
+)
 from session.model import Model, TodoItem
+from session.pending import PendingInputLog
 from session.prompt import PromptRun
 from session.protections import CallIdDeduplicator
 from session.telemetry import GuardTelemetry
@@ -104,6 +114,7 @@ class GuardedSession:
         drain: MidTurnInput,
         options: SessionOptions,
         history: Sequence[Message] = (),
+        pending: PendingInputLog | None = None,
     ) -> None:
         self.session_id = session_id
         self.client = client
@@ -117,7 +128,12 @@ class GuardedSession:
         self.dedup = CallIdDeduplicator(answered_call_ids(self.history))
         self.todos: tuple[TodoItem, ...] = ()
         self.executor = executor_factory(self)
+        self.pending = pending
+        self._prompt_id = ""
+        self._settled: list[SettledCall] = []  #: persisted outcomes of the open batch
         self._running = False
+        self._idle = asyncio.Event()
+        self._idle.set()
         self._cancelled = asyncio.Event()
         self._sink_failures: set[str] = set()
 
@@ -149,15 +165,37 @@ class GuardedSession:
     async def _emit(self, update: Any) -> None:
         await self.client.session_update(self.session_id, update)
 
+    async def wait_idle(self) -> None:
+        """Return once no prompt is running."""
+        await self._idle.wait()
+
+    def record_settled(self, part: Part) -> None:
+        """Persist one call's outcome the moment it settled (before the client is told).
+
+        A write failure is logged, not raised: the outcome still reaches the
+        batch's ``tool_results`` message, whose write failure is the prompt's error.
+        """
+        settled = SettledCall(prompt_id=self._prompt_id, part=part)
+        self._settled.append(settled)
+        try:
+            self.store.append_settled(self.session_id, settled)
+        except HistoryWriteError as exc:
+            _log.error("history write failed for a settled call: %s", exc)
+
     def _record(self, message: Message) -> None:
         """Persist, then remember: a write failure is an internal error, never hidden."""
+        snapshot = self.pending.snapshot_for_message() if self.pending is not None else None
         try:
-            self.store.append(self.session_id, message)
+            self.store.append(self.session_id, message, pending_input=snapshot)
         except HistoryWriteError as exc:
             _log.error("history write failed: %s", exc)
             raise RequestError.internal_error(
                 {"details": "the session history could not be persisted"}
             ) from exc
+        if self.pending is not None:
+            self.pending.message_persisted()
+        if message.kind == "tool_results":
+            self._settled = []
         self.history.append(message)
         self.dedup.mark_answered(
             part.call_id for part in message.parts if part.kind == "function_response"
@@ -196,17 +234,32 @@ class GuardedSession:
                 {"details": "a prompt is already running in this session"}
             )
         self._running = True
+        self._idle.clear()
         self._cancelled = asyncio.Event()
         try:
             return await self._run_prompt(texts, channel=channel)
         finally:
             self._running = False
+            self._idle.set()
+
+    def _close_open_calls(self) -> None:
+        """An earlier prompt failed mid-batch: answer its calls before the next prompt.
+
+        The answers are what :func:`session.history.assemble` gives on load (the
+        persisted outcome, else ``interrupted``), so memory and disk agree.
+        """
+        if not open_calls(self.history):
+            return
+        assembled, _ = assemble([*self.history, *self._settled])
+        self._record(assembled[-1])
 
     async def _run_prompt(self, texts: list[str], *, channel: bool) -> PromptResponse:
         number = sum(1 for m in self.history if m.kind == "prompt")
         # Qwen Code's prompt id shape, `<session id>########<prompt number>`: the same id
         # the tool-call telemetry carries, so guard diagnostics join it without a second id.
         prompt_id = f"{self.session_id}########{number}"
+        self._close_open_calls()
+        self._prompt_id = prompt_id
         mode = GuardMode.OFF if channel else self.mode
         leftover = self.drain.take_pushed()
         self._record(

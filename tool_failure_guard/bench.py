@@ -654,4 +654,12 @@ def run(args: argparse.Namespace) -> int:
                 f"{spread[0]:.2f}-{spread[-1]:.2f}, median {statistics.median(spread):.2f})   "
                 f"target <= 2.5: {verdict(replay_ratio <= 2.5)}"
             )
+
+    from tool_failure_guard.bench_history import settled_record_cost
+
+    median_ms, p90_ms = settled_record_cost()
+    print(
+        f"persisting one settled call outcome (write + fsync, here): median {median_ms:.2f} ms, "
+        f"p90 {p90_ms:.2f} ms"
+    )
     return 0 if identical and agrees else 1
