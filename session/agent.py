@@ -33,7 +33,7 @@ from acp.schema import (
 )
 
 from session.drain import DEFAULT_DRAIN_TIMEOUT, STEERING_METHOD, MidTurnInput
-from session.envconfig import load_env
+from session.envconfig import EnvConfig, load_env
 from session.executor import Executor
 from session.history import HistoryError, HistoryStore, HistoryWriteError
 from session.loop import CHANNEL_PROMPT_META_KEY, GuardedSession, SessionOptions
@@ -98,6 +98,9 @@ def strip_colliding_meta(handler: MethodHandler) -> MethodHandler:
 class AgentConfig:
     model_factory: Callable[[], Model]
     state_dir: Path
+    #: When set, wins over ``model_factory``: a model built from the session's merged
+    #: environment (the OpenAI-compatible provider reads its endpoint and key there).
+    session_model_factory: Callable[[EnvConfig], Model] | None = None
     telemetry: GuardTelemetry = attrs.field(factory=NullTelemetry)
     drain_timeout: float = DEFAULT_DRAIN_TIMEOUT
     report_decisions: bool = False
@@ -201,7 +204,11 @@ class GuardedAgent:
         session = GuardedSession(
             session_id=session_id,
             client=conn,
-            model=self.config.model_factory(),
+            model=(
+                self.config.session_model_factory(env)
+                if self.config.session_model_factory is not None
+                else self.config.model_factory()
+            ),
             executor_factory=lambda s: Executor(default_tools(), context, s.ask_permission),
             store=self.store,
             telemetry=self.config.telemetry,

@@ -36,8 +36,16 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
 import attrs
+from jsonschema import Draft202012Validator
 
-from session.tools import InvalidToolParams, Tool, ToolContext, ToolError
+from session.tools import (
+    InvalidToolParams,
+    Tool,
+    ToolContext,
+    ToolError,
+    check_arguments,
+    schema_validator,
+)
 
 _log = logging.getLogger("session.executor")
 _T = TypeVar("_T")
@@ -53,6 +61,9 @@ class FunctionCall:
     call_id: str
     name: str
     args: Mapping[str, Any] = attrs.field(factory=dict)
+    #: Why the provider's arguments could not be decoded (not JSON); the call is then
+    #: ``not_started`` / ``invalid_tool_params`` like any schema violation.
+    arguments_error: str | None = None
 
 
 class PermissionAnswer(enum.StrEnum):
@@ -108,9 +119,23 @@ class Executor:
         self._context = context
         self._ask_permission = ask_permission
         self._post_processors = post_processors
+        self._validators: dict[str, Draft202012Validator] = {}
 
     def resolve(self, name: str) -> Tool | None:
         return self._registry.get(name)
+
+    def tools(self) -> list[Tool]:
+        """Every registered tool, in registration order: what the model may call."""
+        return list(self._registry.values())
+
+    def check(self, tool: Tool, call: FunctionCall) -> Mapping[str, Any]:
+        """The tool's one schema, then its normalisation; raises :class:`InvalidToolParams`."""
+        if call.arguments_error is not None:
+            raise InvalidToolParams(f"the arguments are not valid JSON: {call.arguments_error}")
+        validator = self._validators.get(tool.name)
+        if validator is None:
+            validator = self._validators[tool.name] = schema_validator(tool.parameters_schema)
+        return tool.validate(check_arguments(validator, call.args))
 
     async def execute(self, call: FunctionCall, cancelled: asyncio.Event) -> CallOutcome:
         tool = self._registry.get(call.name)
@@ -119,7 +144,7 @@ class Executor:
                 call, None, None, "tool_not_registered", f"tool {call.name!r} is not registered"
             )
         try:
-            args = tool.validate(call.args)
+            args = self.check(tool, call)
         except InvalidToolParams as exc:
             return _not_started(call, tool.name, tool.tool_type, "invalid_tool_params", str(exc))
 
