@@ -104,6 +104,18 @@ class OpenAISettings:
         )
 
 
+def is_context_length_error(exc: Exception) -> bool:
+    """The request is longer than the model's context (servers say so by code or in words)."""
+    if not isinstance(exc, openai.APIStatusError):
+        return False
+    detail = (getattr(exc, "message", None) or str(exc)).lower()
+    return (
+        exc.code == CONTEXT_LENGTH_CODE
+        or CONTEXT_LENGTH_CODE in detail
+        or "maximum context length" in detail
+    )
+
+
 def describe_error(exc: Exception, settings: OpenAISettings) -> str:
     """The cause of a failed request, in words a user can act on (never a traceback)."""
     endpoint = settings.base_url or DEFAULT_BASE_URL
@@ -116,9 +128,7 @@ def describe_error(exc: Exception, settings: OpenAISettings) -> str:
         return (
             f"unknown model {settings.model!r} or wrong endpoint (HTTP 404) at {endpoint}: {detail}"
         )
-    if isinstance(exc, openai.APIStatusError) and (
-        exc.code == CONTEXT_LENGTH_CODE or CONTEXT_LENGTH_CODE in detail
-    ):
+    if is_context_length_error(exc):
         return (
             f"the conversation exceeds the context length of model {settings.model!r} "
             f"({CONTEXT_LENGTH_CODE}); start a new session: {detail}"
@@ -212,9 +222,11 @@ class OpenAIChatModel:
         try:
             return await self._stream(client, messages, tools, on_text)
         except openai.BadRequestError as exc:
-            if self.fold_system_context or not has_later_system(messages):
-                raise ModelError(describe_error(exc, self.settings)) from None
-            if exc.code == CONTEXT_LENGTH_CODE:
+            if (
+                self.fold_system_context
+                or not has_later_system(messages)
+                or is_context_length_error(exc)
+            ):
                 raise ModelError(describe_error(exc, self.settings)) from None
             # The endpoint may refuse system messages after the first (many chat
             # templates do): fall back, for the rest of this session, to folding them

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import openai
 import pytest
 from jsonschema import Draft202012Validator
 
@@ -28,6 +29,8 @@ from session.openai_model import (
     SystemPromptError,
     _PendingCall,
     decode_call,
+    describe_error,
+    is_context_length_error,
     read_system_prompt,
 )
 from session.tools import ToolContext, default_tools
@@ -264,3 +267,21 @@ def test_the_scripted_model_needs_no_streaming_and_the_provider_keeps_the_key_ou
     provider = OpenAIChatModel(OpenAISettings(model="m", api_key="sk-secret"))
     assert "sk-secret" not in repr(provider.settings)
     assert json.dumps(tool_definitions([])) == "[]"
+
+
+def test_context_length_errors_are_recognised_by_code_or_words() -> None:
+    import httpx2
+
+    def bad_request(message: str, code: str | None) -> openai.BadRequestError:
+        request = httpx2.Request("POST", "http://127.0.0.1/v1/chat/completions")
+        response = httpx2.Response(400, request=request)
+        return openai.BadRequestError(message, response=response, body={"code": code})
+
+    settings = OpenAISettings(model="m", api_key="k")
+    by_code = bad_request("too long", "context_length_exceeded")
+    by_words = bad_request("This model's maximum context length is 8192 tokens", None)
+    other = bad_request("System message must be at the beginning.", None)
+    assert is_context_length_error(by_code) and is_context_length_error(by_words)
+    assert not is_context_length_error(other)
+    assert "exceeds the context length of model 'm'" in describe_error(by_words, settings)
+    assert describe_error(other, settings).startswith("the model endpoint answered HTTP 400")
