@@ -1,9 +1,12 @@
 """The model interface and the embedded scripted model that plays JSON scenarios.
 
 A :class:`Model` gets the whole session history (the newest message last) and
-answers one :class:`ModelTurn`: optional text, function calls, and optionally
-its todo list.  A turn without calls ends the prompt (unless the todo stop
-guard continues it).
+answers one :class:`ModelTurn`: optional text, function calls, optionally its
+todo list and what the request cost (:class:`ModelUsage`).  A turn without
+calls ends the prompt (unless the todo stop guard continues it).  A model that
+also implements :class:`StreamingModel` is told the session's tools and
+streams its text as it arrives (``session.openai_model``); the prompt step
+calls :func:`request_turn`, so a model with only ``generate`` keeps working.
 
 :class:`ScriptedModel` plays a scenario (format: ``docs/scenarios.md``).  It
 keeps no state of its own: its position is derived from the history (which
