@@ -282,7 +282,9 @@ class OpenAIChatModel:
                             pending.call_id = fragment.id
                         function = fragment.function
                         if function is not None:
-                            if function.name:
+                            if function.name and function.name != pending.name:
+                                # OpenAI sends the name once; a server repeating it whole
+                                # in every delta must not double it.
                                 pending.name += function.name
                             if function.arguments:
                                 pending.arguments.append(function.arguments)

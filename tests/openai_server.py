@@ -40,6 +40,8 @@ class Reply:
     calls: tuple[tuple[str, str, str], ...] = ()
     usage: tuple[int, int] = (11, 7)
     pieces: int = 3
+    #: Repeat each call's whole name in every argument delta (some servers do).
+    repeat_names: bool = False
 
 
 @attrs.frozen(kw_only=True)
@@ -194,10 +196,9 @@ class FakeOpenAI:
             }
             out.write(self._chunk(body, {"tool_calls": [first]}))
             for piece in _split(arguments, 2):
+                function = {"arguments": piece} | ({"name": name} if reply.repeat_names else {})
                 out.write(
-                    self._chunk(
-                        body, {"tool_calls": [{"index": index, "function": {"arguments": piece}}]}
-                    )
+                    self._chunk(body, {"tool_calls": [{"index": index, "function": function}]})
                 )
         out.write(self._chunk(body, {}, "tool_calls" if reply.calls else "stop"))
         if (body.get("stream_options") or {}).get("include_usage"):

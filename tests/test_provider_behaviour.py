@@ -60,18 +60,13 @@ def provider(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
-@pytest.mark.parametrize("mode", ["off", "shadow"])
-def test_off_and_shadow_never_remind_and_run_every_batch(
-    tmp_path: Path, provider: str, mode: str
-) -> None:
-    run = run_agent(tmp_path, mode=mode, provider=provider, scenario=LOOP)
+def test_shadow_never_reminds_and_runs_every_batch(tmp_path: Path, provider: str) -> None:
+    run = run_agent(tmp_path, mode="shadow", provider=provider, scenario=LOOP)
     (response,) = run.responses
     assert response.stop_reason == "end_turn"
     assert len(decisions(response)) == 5
     assert REPEATED_TOOL_FAILURE_REMINDER not in system_texts(run.history)
-    assert run.client.agent_texts()[-1].endswith("Gave up.") or "".join(
-        run.client.agent_texts()
-    ).endswith("Gave up.")
+    assert "".join(run.client.agent_texts()).endswith("Gave up.")
 
 
 def test_warn_reminds_once_and_runs_to_the_end(tmp_path: Path, provider: str) -> None:
