@@ -119,7 +119,8 @@ class Executor:
         self._context = context
         self._ask_permission = ask_permission
         self._post_processors = post_processors
-        self._validators: dict[str, Draft202012Validator] = {}
+        #: tool name -> (the schema it was built from, its compiled validator)
+        self._validators: dict[str, tuple[Mapping[str, Any], Draft202012Validator]] = {}
 
     def resolve(self, name: str) -> Tool | None:
         return self._registry.get(name)
@@ -132,10 +133,11 @@ class Executor:
         """The tool's one schema, then its normalisation; raises :class:`InvalidToolParams`."""
         if call.arguments_error is not None:
             raise InvalidToolParams(f"the arguments are not valid JSON: {call.arguments_error}")
-        validator = self._validators.get(tool.name)
-        if validator is None:
-            validator = self._validators[tool.name] = schema_validator(tool.parameters_schema)
-        return tool.validate(check_arguments(validator, call.args))
+        schema = tool.parameters_schema
+        cached = self._validators.get(tool.name)
+        if cached is None or cached[0] is not schema:  # a re-registered tool: its new schema
+            cached = self._validators[tool.name] = (schema, schema_validator(schema))
+        return tool.validate(check_arguments(cached[1], call.args))
 
     async def execute(self, call: FunctionCall, cancelled: asyncio.Event) -> CallOutcome:
         tool = self._registry.get(call.name)
