@@ -104,11 +104,19 @@ class OpenAISettings:
         )
 
 
+def server_message(exc: Exception) -> str:
+    """The endpoint's own words (``error.message`` of its body), else the SDK's message."""
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict) and isinstance(body.get("message"), str) and body["message"]:
+        return str(body["message"])
+    return str(getattr(exc, "message", None) or exc)
+
+
 def is_context_length_error(exc: Exception) -> bool:
     """The request is longer than the model's context (servers say so by code or in words)."""
     if not isinstance(exc, openai.APIStatusError):
         return False
-    detail = (getattr(exc, "message", None) or str(exc)).lower()
+    detail = server_message(exc).lower()
     return (
         exc.code == CONTEXT_LENGTH_CODE
         or CONTEXT_LENGTH_CODE in detail
@@ -119,7 +127,7 @@ def is_context_length_error(exc: Exception) -> bool:
 def describe_error(exc: Exception, settings: OpenAISettings) -> str:
     """The cause of a failed request, in words a user can act on (never a traceback)."""
     endpoint = settings.base_url or DEFAULT_BASE_URL
-    detail = getattr(exc, "message", None) or str(exc)
+    detail = server_message(exc)
     if isinstance(exc, openai.AuthenticationError):
         return f"authentication failed (HTTP 401) at {endpoint}: check {API_KEY_ENV_VAR} ({detail})"
     if isinstance(exc, openai.PermissionDeniedError):
@@ -234,7 +242,7 @@ class OpenAIChatModel:
             _log.warning(
                 "the model endpoint refused the request (HTTP 400: %s); retrying with "
                 "fixed system context folded into the leading system message",
-                exc.message,
+                server_message(exc),
             )
             self.fold_system_context = True
             try:

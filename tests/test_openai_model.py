@@ -5,10 +5,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from openai_server import FakeOpenAI, Reply, call, serve
+import pytest
+from openai_server import Fail, FakeOpenAI, Reply, call, serve
 
 from session.history import Message, Part
-from session.model import ModelTurn
+from session.model import ModelError, ModelTurn
 from session.openai_model import OpenAIChatModel, OpenAISettings
 from session.tools import default_tools
 
@@ -67,3 +68,60 @@ def test_the_plain_generate_entry_sends_no_tools() -> None:
         turn = asyncio.run(model.generate(HISTORY))
     assert turn.text == "plain"
     assert "tools" not in fake.requests[0]
+
+
+def fail_with(answers: list[Any], max_retries: int = 2) -> tuple[str, FakeOpenAI]:
+    with serve(FakeOpenAI(answers)) as fake:
+        model = OpenAIChatModel(
+            OpenAISettings(model="m", base_url=fake.base_url, api_key="k", max_retries=max_retries)
+        )
+        with pytest.raises(ModelError) as raised:
+            asyncio.run(model.generate_streaming(HISTORY, tools=(), on_text=ignore))
+    return str(raised.value), fake
+
+
+async def ignore(_: str) -> None:
+    return None
+
+
+@pytest.mark.parametrize(
+    ("fail", "cause"),
+    [
+        (Fail(status=401, message="bad key"), "authentication failed (HTTP 401)"),
+        (Fail(status=403, message="no"), "permission denied (HTTP 403) for model 'm'"),
+        (
+            Fail(status=404, message="no such model"),
+            "unknown model 'm' or wrong endpoint (HTTP 404)",
+        ),
+        (
+            Fail(status=400, message="too long", code="context_length_exceeded"),
+            "exceeds the context length of model 'm' (context_length_exceeded)",
+        ),
+        (Fail(status=422, message="odd"), "the model endpoint answered HTTP 422: odd"),
+    ],
+)
+def test_each_fatal_answer_is_one_request_and_an_error_naming_its_cause(
+    fail: Fail, cause: str
+) -> None:
+    message, fake = fail_with([fail, Reply(text="never")])
+    assert cause in message
+    assert len(fake.requests) == 1  # not retried
+
+
+def test_retries_are_bounded_by_max_retries() -> None:
+    slow = Fail(status=429, message="slow down", headers=(("retry-after-ms", "5"),))
+    message, fake = fail_with([slow] * 5, max_retries=1)
+    assert message.startswith("rate limited (HTTP 429) after 1 retries")
+    assert len(fake.requests) == 2
+    broken = Fail(status=502, message="bad gateway", headers=(("retry-after-ms", "5"),))
+    message, fake = fail_with([broken] * 5, max_retries=2)
+    assert message.startswith("server error (HTTP 502) after 2 retries")
+    assert len(fake.requests) == 3
+
+
+def test_an_unreachable_endpoint_is_named() -> None:
+    with serve(FakeOpenAI([])) as fake:
+        url = fake.base_url  # closed when the block ends: nothing listens there any more
+    model = OpenAIChatModel(OpenAISettings(model="m", base_url=url, api_key="k", max_retries=0))
+    with pytest.raises(ModelError, match=r"cannot reach the model endpoint http://127\.0\.0\.1"):
+        asyncio.run(model.generate_streaming(HISTORY, tools=(), on_text=ignore))
