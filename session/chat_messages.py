@@ -125,11 +125,16 @@ def chat_messages(history: Sequence[Message], system_prompt: str) -> list[ChatMe
             continue
         # A user-side message: responses first (they answer the last assistant message),
         # then prompt text, fixed system context and queued input in their recorded order.
-        for part in message.parts:
-            if part.kind == "function_response" and part.call_id in pending:
-                pending.remove(part.call_id)
+        answers = {part.call_id: part for part in message.parts if part.kind == "function_response"}
+        for call_id in list(pending):  # the model's call order, whatever the recorded order
+            if call_id in answers:
+                pending.remove(call_id)
                 messages.append(
-                    {"role": "tool", "tool_call_id": part.call_id, "content": response_text(part)}
+                    {
+                        "role": "tool",
+                        "tool_call_id": call_id,
+                        "content": response_text(answers[call_id]),
+                    }
                 )
         close_calls()
         texts: list[str] = []
