@@ -44,6 +44,7 @@ from session.envconfig import (
     MCP_TIMEOUT_ENV_VAR,
     SHELL_TIMEOUT_ENV_VAR,
     TOOL_CALL_CAP_ENV_VAR,
+    EnvConfig,
     load_env,
 )
 from session.executor import Executor
@@ -119,6 +120,9 @@ def strip_colliding_meta(handler: MethodHandler) -> MethodHandler:
 class AgentConfig:
     model_factory: Callable[[], Model]
     state_dir: Path
+    #: When set, wins over ``model_factory``: a model built from the session's merged
+    #: environment (the OpenAI-compatible provider reads its endpoint and key there).
+    session_model_factory: Callable[[EnvConfig], Model] | None = None
     telemetry: GuardTelemetry = attrs.field(factory=NullTelemetry)
     drain_timeout: float = DEFAULT_DRAIN_TIMEOUT
     report_decisions: bool = False
@@ -251,7 +255,11 @@ class GuardedAgent:
         session = GuardedSession(
             session_id=session_id,
             client=conn,
-            model=self.config.model_factory(),
+            model=(
+                self.config.session_model_factory(env)
+                if self.config.session_model_factory is not None
+                else self.config.model_factory()
+            ),
             executor_factory=lambda s: Executor(tools, context, s.ask_permission),
             store=self.store,
             telemetry=self.config.telemetry,

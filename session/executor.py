@@ -38,8 +38,17 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
 import attrs
+from jsonschema.protocols import Validator
 
-from session.tools import InvalidToolParams, Tool, ToolContext, ToolError, ToolNotStarted
+from session.tools import (
+    InvalidToolParams,
+    Tool,
+    ToolContext,
+    ToolError,
+    ToolNotStarted,
+    check_arguments,
+    schema_validator,
+)
 
 _log = logging.getLogger("session.executor")
 
@@ -60,6 +69,9 @@ class FunctionCall:
     call_id: str
     name: str
     args: Mapping[str, Any] = attrs.field(factory=dict)
+    #: Why the provider's arguments could not be decoded (not JSON); the call is then
+    #: ``not_started`` / ``invalid_tool_params`` like any schema violation.
+    arguments_error: str | None = None
 
 
 class PermissionAnswer(enum.StrEnum):
@@ -115,9 +127,25 @@ class Executor:
         self._context = context
         self._ask_permission = ask_permission
         self._post_processors = post_processors
+        #: tool name -> (the schema it was built from, its compiled validator)
+        self._validators: dict[str, tuple[Mapping[str, Any], Validator]] = {}
 
     def resolve(self, name: str) -> Tool | None:
         return self._registry.get(name)
+
+    def tools(self) -> list[Tool]:
+        """Every registered tool, in registration order: what the model may call."""
+        return list(self._registry.values())
+
+    def check(self, tool: Tool, call: FunctionCall) -> Mapping[str, Any]:
+        """The tool's one schema, then its normalisation; raises :class:`InvalidToolParams`."""
+        if call.arguments_error is not None:
+            raise InvalidToolParams(f"the arguments are not valid JSON: {call.arguments_error}")
+        schema = tool.parameters_schema
+        cached = self._validators.get(tool.name)
+        if cached is None or cached[0] is not schema:  # a re-registered tool: its new schema
+            cached = self._validators[tool.name] = (schema, schema_validator(schema))
+        return tool.validate(check_arguments(cached[1], call.args))
 
     async def execute(
         self,
@@ -138,7 +166,7 @@ class Executor:
                 call, None, None, "tool_not_registered", f"tool {call.name!r} is not registered"
             )
         try:
-            args = tool.validate(call.args)
+            args = self.check(tool, call)
         except InvalidToolParams as exc:
             return _not_started(call, tool.name, tool.tool_type, "invalid_tool_params", str(exc))
 

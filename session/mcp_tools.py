@@ -37,10 +37,8 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 import attrs
-import jsonschema
 import mcp_types as types
 from jsonschema.exceptions import SchemaError
-from jsonschema.protocols import Validator
 from mcp.shared.exceptions import MCPError
 
 from session.mcp import (
@@ -50,12 +48,12 @@ from session.mcp import (
     SessionMcp,
 )
 from session.tools import (
-    InvalidToolParams,
     Tool,
     ToolContext,
     ToolError,
     ToolKind,
     ToolNotStarted,
+    schema_validator,
 )
 
 _log = logging.getLogger("session.mcp_tools")
@@ -131,12 +129,15 @@ def tool_kind(annotations: types.ToolAnnotations | None) -> ToolKind:
     return "other"
 
 
-def _validator(server: str, tool: types.Tool) -> Validator | None:
-    """A validator for the declared schema; None (objects only) when the schema is broken."""
-    schema = tool.input_schema
-    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+#: What a tool whose declared schema is broken is checked against: an object, nothing more.
+_ANY_OBJECT: Mapping[str, Any] = {"type": "object"}
+
+
+def _checked_schema(server: str, tool: types.Tool) -> Mapping[str, Any]:
+    """The declared schema when it is a valid JSON Schema; else only "an object"."""
+    schema = dict(tool.input_schema)
     try:
-        cls.check_schema(schema)
+        schema_validator(schema)
     except SchemaError as exc:
         _log.warning(
             "MCP server %r tool %r: invalid inputSchema (%s); only checking for an object",
@@ -144,13 +145,8 @@ def _validator(server: str, tool: types.Tool) -> Validator | None:
             tool.name,
             exc.message,
         )
-        return None
-    validator: Validator = cls(schema)
-    return validator
-
-
-def _path(error: jsonschema.ValidationError) -> str:
-    return "/".join(str(p) for p in error.absolute_path) or "(arguments)"
+        return _ANY_OBJECT
+    return schema
 
 
 @attrs.frozen(kw_only=True)
@@ -161,23 +157,18 @@ class McpTool:
     remote_name: str  #: the tool's name at the server
     kind: ToolKind
     connection: McpServerConnection = attrs.field(eq=False, repr=False)
-    validator: Validator | None = attrs.field(eq=False, repr=False)
     timeout: float
     #: What a model needs to call it: the server's description and declared schema.
     description: str = ""
-    input_schema: Mapping[str, Any] = attrs.field(factory=dict, eq=False, repr=False)
+    #: The one schema the executor checks arguments against and a model is sent.
+    parameters_schema: Mapping[str, Any] = attrs.field(
+        factory=lambda: dict(_ANY_OBJECT), eq=False, repr=False
+    )
     tool_type: Literal["native", "mcp"] = "mcp"
     needs_permission: bool = True
 
     def validate(self, args: Mapping[str, Any]) -> Mapping[str, Any]:
-        if not isinstance(args, Mapping):
-            raise InvalidToolParams("arguments must be an object")
-        if self.validator is not None:
-            errors = sorted(self.validator.iter_errors(dict(args)), key=_path)
-            if errors:
-                shown = "; ".join(f"{_path(e)}: {e.message}" for e in errors[:3])
-                more = f" (and {len(errors) - 3} more)" if len(errors) > 3 else ""
-                raise InvalidToolParams(shown + more)
+        """Nothing beyond the schema, which the executor has already checked."""
         return dict(args)
 
     def title(self, args: Mapping[str, Any]) -> str:
@@ -245,9 +236,8 @@ def mcp_registry(mcp: SessionMcp, timeout: float, taken: Mapping[str, Tool]) -> 
                 remote_name=tool.name,
                 kind=tool_kind(tool.annotations),
                 connection=connection,
-                validator=_validator(connection.name, tool),
                 timeout=timeout,
                 description=tool.description or "",
-                input_schema=dict(tool.input_schema),
+                parameters_schema=_checked_schema(connection.name, tool),
             )
     return registry

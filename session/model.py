@@ -1,9 +1,12 @@
 """The model interface and the embedded scripted model that plays JSON scenarios.
 
 A :class:`Model` gets the whole session history (the newest message last) and
-answers one :class:`ModelTurn`: optional text, function calls, and optionally
-its todo list.  A turn without calls ends the prompt (unless the todo stop
-guard continues it).
+answers one :class:`ModelTurn`: optional text, function calls, optionally its
+todo list and what the request cost (:class:`ModelUsage`).  A turn without
+calls ends the prompt (unless the todo stop guard continues it).  A model that
+also implements :class:`StreamingModel` is told the session's tools and
+streams its text as it arrives (``session.openai_model``); the prompt step
+calls :func:`request_turn`, so a model with only ``generate`` keeps working.
 
 :class:`ScriptedModel` plays a scenario (format: ``docs/scenarios.md``).  It
 keeps no state of its own: its position is derived from the history (which
@@ -15,16 +18,19 @@ restart continues exactly where the history says it is.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from importlib import resources
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import attrs
 
 from guard import REPEATED_TOOL_FAILURE_REMINDER
 from session.executor import FunctionCall
 from session.history import Message
+
+if TYPE_CHECKING:
+    from session.tools import Tool
 
 DEFAULT_FINAL_TEXT = "Done."
 TODO_STATUSES = ("pending", "in_progress", "completed")
@@ -70,8 +76,73 @@ class ModelTurn:
     usage: ModelUsage | None = None  #: None: the model reports no usage (scripted)
 
 
+@attrs.frozen(kw_only=True)
+class UsageTotals:
+    """One prompt's model usage, summed over its model requests (``PromptRun.usage_totals``).
+
+    ``model_turns`` counts every answered model request; the token sums only
+    count what providers reported (``reported_turns`` of them), so a mean is
+    ``input_tokens / reported_turns``.
+    """
+
+    model_turns: int = 0
+    reported_turns: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    latency_s: float = 0.0
+
+    def add(self, usage: ModelUsage | None) -> UsageTotals:
+        if usage is None:
+            return attrs.evolve(self, model_turns=self.model_turns + 1)
+        reported = usage.input_tokens is not None or usage.output_tokens is not None
+        return UsageTotals(
+            model_turns=self.model_turns + 1,
+            reported_turns=self.reported_turns + int(reported),
+            input_tokens=self.input_tokens + (usage.input_tokens or 0),
+            output_tokens=self.output_tokens + (usage.output_tokens or 0),
+            latency_s=self.latency_s + usage.latency_s,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "modelTurns": self.model_turns,
+            "reportedTurns": self.reported_turns,
+            "inputTokens": self.input_tokens,
+            "outputTokens": self.output_tokens,
+            "latencyS": round(self.latency_s, 6),
+        }
+
+
+#: Receives each text delta of a streaming model turn as it arrives.
+TextSink = Callable[[str], Awaitable[None]]
+
+
 class Model(Protocol):
     async def generate(self, history: Sequence[Message]) -> ModelTurn: ...
+
+
+@runtime_checkable
+class StreamingModel(Protocol):
+    """A model that is told the session's tools and streams its text.
+
+    Optional on top of :class:`Model`, so a model with only ``generate`` keeps
+    working.  Text passed to ``on_text`` has been shown to the client; the
+    returned turn's ``text`` must start with it (the prompt step shows only
+    the rest).
+    """
+
+    async def generate_streaming(
+        self, history: Sequence[Message], *, tools: Sequence[Tool], on_text: TextSink
+    ) -> ModelTurn: ...
+
+
+async def request_turn(
+    model: Model, history: Sequence[Message], *, tools: Sequence[Tool], on_text: TextSink
+) -> ModelTurn:
+    """Ask ``model`` for its next turn, streaming when it can."""
+    if isinstance(model, StreamingModel):
+        return await model.generate_streaming(history, tools=tools, on_text=on_text)
+    return await model.generate(history)
 
 
 # -- scenarios ----------------------------------------------------------------

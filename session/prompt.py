@@ -11,6 +11,7 @@ it returns, so the guard lives exactly as long as the prompt.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +25,7 @@ from session import batch, boundary
 from session.drain import DrainResult
 from session.executor import Cancelled, race_cancel
 from session.history import Message, Part
-from session.model import ModelError, ModelTurn, TodoItem
+from session.model import ModelError, ModelTurn, TodoItem, UsageTotals, request_turn
 from session.protections import Admission, PromptProtections
 
 if TYPE_CHECKING:
@@ -112,6 +113,8 @@ class PromptRun:
         self.protections = PromptProtections(session.dedup, session.options.tool_call_cap)
         self.todo_guard = TodoStopGuard()
         self.reports: list[BatchReport] = []
+        #: Model usage summed over this prompt's model requests (the outcome record reads it).
+        self.usage_totals = UsageTotals()
 
     @property
     def drain_supported(self) -> bool:
@@ -133,6 +136,7 @@ class PromptRun:
                 "mode": self.mode.value,
                 "drainSupported": self.drain_supported,
                 "batches": [report.to_json() for report in self.reports],
+                "usage": self.usage_totals.to_json(),
             }
         return meta or None
 
@@ -149,18 +153,26 @@ class PromptRun:
         while True:
             if s._cancelled.is_set():
                 return self.end("cancelled")
+            shown: list[str] = []
+            request = request_turn(
+                s.model,
+                tuple(s.history),
+                tools=s.executor.tools(),
+                on_text=functools.partial(self._show, shown),
+            )
             try:
-                turn = await race_cancel(s.model.generate(tuple(s.history)), s._cancelled)
+                turn = await race_cancel(request, s._cancelled)
             except Cancelled:
                 return self.end("cancelled")
             except ModelError as exc:
                 raise RequestError.internal_error(
                     {"details": f"model request failed: {exc}"}
                 ) from exc
+            self.usage_totals = self.usage_totals.add(turn.usage)
             if s._cancelled.is_set():
                 return self.end("cancelled")
             admission = self.protections.admit(turn.calls)
-            await self._record_turn(turn, admission)
+            await self._record_turn(turn, admission, "".join(shown))
             if not admission.calls:
                 if self.todo_guard.should_continue(s.todos):
                     # An automatic continuation is part of this prompt: same guard, same
@@ -215,7 +227,14 @@ class PromptRun:
             )
         return decision
 
-    async def _record_turn(self, turn: ModelTurn, admission: Admission) -> None:
+    async def _show(self, shown: list[str], delta: str) -> None:
+        """A streamed text delta: shown to the client as it arrives, remembered as shown."""
+        if delta:
+            shown.append(delta)
+            await self.session._emit(update_agent_message_text(delta))
+
+    async def _record_turn(self, turn: ModelTurn, admission: Admission, shown: str = "") -> None:
+        """Persist the turn, then show what streaming did not already show."""
         s = self.session
         parts: list[Part] = []
         if turn.text:
@@ -234,8 +253,9 @@ class PromptRun:
                 )
             )
         s._record(Message(role="model", kind="model", prompt_id=self.prompt_id, parts=tuple(parts)))
-        if turn.text:
-            await s._emit(update_agent_message_text(turn.text))
+        unshown = turn.text[len(shown) :] if turn.text.startswith(shown) else ""
+        if unshown:
+            await s._emit(update_agent_message_text(unshown))
         if turn.todos is not None:
             s.todos = turn.todos
             await s._emit(

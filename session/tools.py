@@ -1,7 +1,11 @@
 """Real tools, confined to the session's working directory, failing with typed errors.
 
-Every tool validates its arguments before anything runs (a validation failure
-is :class:`InvalidToolParams`, execution ``not_started``) and, when it runs,
+Every tool declares its arguments ONCE, as a JSON Schema (``parameters_schema``):
+the same schema is sent to the model as the function's parameters and checked
+(:func:`check_arguments`, with ``jsonschema``) before anything runs.  A
+violation is :class:`InvalidToolParams`, execution ``not_started``; so are
+arguments the model sent that are not a JSON object at all.  ``validate`` then
+only fills defaults and normalises types.  When a tool runs, it
 either returns its raw output or raises :class:`ToolError` carrying a stable,
 low-cardinality ``error_type``.  The executor freezes that type at the moment
 execution settles; nothing later may change it.
@@ -16,12 +20,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
 import attrs
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import ValidationError, best_match
+from jsonschema.protocols import Validator
+from jsonschema.validators import validator_for
 
 ToolKind = Literal["read", "edit", "delete", "move", "search", "execute", "think", "fetch", "other"]
 
@@ -78,8 +87,21 @@ class Tool(Protocol):
     @property
     def needs_permission(self) -> bool: ...
 
+    @property
+    def description(self) -> str:
+        """What the model is told the tool does."""
+        ...
+
+    @property
+    def parameters_schema(self) -> Mapping[str, Any]:
+        """The one JSON Schema of the arguments: sent to the model, checked before running."""
+        ...
+
     def validate(self, args: Mapping[str, Any]) -> Mapping[str, Any]:
-        """Return the checked arguments or raise :class:`InvalidToolParams`."""
+        """Arguments that passed the schema -> normalised ones (defaults, types).
+
+        May still raise :class:`InvalidToolParams` for what a schema cannot say.
+        """
         ...
 
     def title(self, args: Mapping[str, Any]) -> str: ...
@@ -89,21 +111,81 @@ class Tool(Protocol):
         ...
 
 
-def _require_str(args: Mapping[str, Any], key: str, *, allow_empty: bool = False) -> str:
-    if key not in args:
-        raise InvalidToolParams(f"missing required argument {key!r}")
-    value = args[key]
-    if not isinstance(value, str):
-        raise InvalidToolParams(f"argument {key!r} must be a string, got {type(value).__name__}")
-    if not allow_empty and not value:
-        raise InvalidToolParams(f"argument {key!r} must not be empty")
-    return value
+def schema_validator(schema: Mapping[str, Any]) -> Validator:
+    """A validator for one tool's schema (its ``$schema`` draft, else 2020-12).
+
+    A malformed schema raises :class:`jsonschema.exceptions.SchemaError` here:
+    built-in schemas are checked by the tests, MCP schemas when registered.
+    """
+    cls = validator_for(schema, default=Draft202012Validator)
+    cls.check_schema(dict(schema))
+    validator: Validator = cls(schema)
+    return validator
 
 
-def _no_extra(args: Mapping[str, Any], allowed: set[str]) -> None:
-    extra = sorted(set(args) - allowed)
-    if extra:
-        raise InvalidToolParams(f"unexpected argument(s) {', '.join(map(repr, extra))}")
+def _describe(error: ValidationError) -> str:
+    """One violation, naming the argument and never echoing its (possibly huge) value."""
+    instance: Any = error.instance
+    schema: Any = error.schema
+    expected: Any = error.validator_value
+    where = ".".join(str(p) for p in error.absolute_path)
+    subject = f"argument {where!r}" if where else "the arguments"
+    if error.validator == "type":
+        names = " or ".join(expected) if isinstance(expected, list) else str(expected)
+        return f"{subject} must be a {names}, got {_json_type(instance)}"
+    if error.validator == "required":
+        missing = [name for name in expected if name not in instance]
+        return f"missing required argument {missing[0]!r}" if missing else error.message
+    if error.validator == "additionalProperties":
+        allowed = set(schema.get("properties", {}))
+        extra = sorted(set(instance) - allowed)
+        return f"unexpected argument(s) {', '.join(map(repr, extra))}"
+    if error.validator == "minLength" and expected == 1:
+        return f"{subject} must not be empty"
+    if error.validator in ("exclusiveMinimum", "minimum"):
+        return f"{subject} must be a number above {expected}"
+    if error.validator == "enum":
+        return f"{subject} must be one of {', '.join(map(repr, expected))}"
+    return f"{subject} does not fit the tool's schema ({error.validator})"
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return type(value).__name__
+
+
+def check_arguments(validator: Validator, args: Any) -> dict[str, Any]:
+    """Check ``args`` against a tool's schema or raise :class:`InvalidToolParams`."""
+    if not isinstance(args, Mapping):
+        raise InvalidToolParams(f"the arguments must be a JSON object, got {_json_type(args)}")
+    data = dict(args)
+    error = best_match(validator.iter_errors(data))
+    if error is not None:
+        raise InvalidToolParams(_describe(error))
+    return data
+
+
+def _object_schema(properties: dict[str, Any], required: tuple[str, ...] = ()) -> Mapping[str, Any]:
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": list(required),
+        "additionalProperties": False,
+    }
+
+
+_PATH = {"type": "string", "minLength": 1}
 
 
 def confine(context: ToolContext, raw: str) -> Path:
@@ -121,10 +203,18 @@ class ReadFile:
     kind: ToolKind = "read"
     tool_type: Literal["native", "mcp"] = "native"
     needs_permission: bool = False
+    description: str = "Read a text file in the working directory (at most 64 KiB)."
+    parameters_schema: Mapping[str, Any] = attrs.field(
+        factory=lambda: _object_schema(
+            {"path": {**_PATH, "description": "file path, relative to the working directory"}},
+            ("path",),
+        ),
+        eq=False,
+        hash=False,
+    )
 
     def validate(self, args: Mapping[str, Any]) -> Mapping[str, Any]:
-        _no_extra(args, {"path"})
-        return {"path": _require_str(args, "path")}
+        return {"path": args["path"]}
 
     def title(self, args: Mapping[str, Any]) -> str:
         return f"Read {args.get('path', '?')}"
@@ -148,13 +238,21 @@ class WriteFile:
     kind: ToolKind = "edit"
     tool_type: Literal["native", "mcp"] = "native"
     needs_permission: bool = True
+    description: str = "Create or overwrite a UTF-8 text file in the working directory."
+    parameters_schema: Mapping[str, Any] = attrs.field(
+        factory=lambda: _object_schema(
+            {
+                "path": {**_PATH, "description": "file path, relative to the working directory"},
+                "content": {"type": "string", "description": "the whole new file content"},
+            },
+            ("path", "content"),
+        ),
+        eq=False,
+        hash=False,
+    )
 
     def validate(self, args: Mapping[str, Any]) -> Mapping[str, Any]:
-        _no_extra(args, {"path", "content"})
-        return {
-            "path": _require_str(args, "path"),
-            "content": _require_str(args, "content", allow_empty=True),
-        }
+        return {"path": args["path"], "content": args["content"]}
 
     def title(self, args: Mapping[str, Any]) -> str:
         return f"Write {args.get('path', '?')}"
@@ -178,10 +276,17 @@ class ListDirectory:
     kind: ToolKind = "search"
     tool_type: Literal["native", "mcp"] = "native"
     needs_permission: bool = False
+    description: str = "List the entries of a directory (directories end with '/')."
+    parameters_schema: Mapping[str, Any] = attrs.field(
+        factory=lambda: _object_schema(
+            {"path": {**_PATH, "description": "directory, relative; default '.'"}}
+        ),
+        eq=False,
+        hash=False,
+    )
 
     def validate(self, args: Mapping[str, Any]) -> Mapping[str, Any]:
-        _no_extra(args, {"path"})
-        return {"path": _require_str(args, "path") if "path" in args else "."}
+        return {"path": args.get("path", ".")}
 
     def title(self, args: Mapping[str, Any]) -> str:
         return f"List {args.get('path', '.')}"
@@ -205,15 +310,32 @@ class RunShellCommand:
     kind: ToolKind = "execute"
     tool_type: Literal["native", "mcp"] = "native"
     needs_permission: bool = True
+    description: str = (
+        "Run a shell command (sh -c) in the working directory; a non-zero exit is an error."
+    )
+    parameters_schema: Mapping[str, Any] = attrs.field(
+        factory=lambda: _object_schema(
+            {
+                "command": {"type": "string", "minLength": 1, "description": "the command"},
+                "timeout": {
+                    "type": "number",
+                    "exclusiveMinimum": 0,
+                    "description": "seconds before the command is killed (capped by the agent)",
+                },
+            },
+            ("command",),
+        ),
+        eq=False,
+        hash=False,
+    )
 
     def validate(self, args: Mapping[str, Any]) -> Mapping[str, Any]:
-        _no_extra(args, {"command", "timeout"})
-        checked: dict[str, Any] = {"command": _require_str(args, "command")}
+        checked: dict[str, Any] = {"command": args["command"]}
         if "timeout" in args:
-            timeout = args["timeout"]
-            if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
-                raise InvalidToolParams("argument 'timeout' must be a positive number of seconds")
-            checked["timeout"] = float(timeout)
+            timeout = float(args["timeout"])
+            if not math.isfinite(timeout):  # NaN passes exclusiveMinimum; JSON allows it here
+                raise InvalidToolParams("argument 'timeout' must be a finite number of seconds")
+            checked["timeout"] = timeout
         return checked
 
     def title(self, args: Mapping[str, Any]) -> str:

@@ -49,6 +49,13 @@ def test_stdin_from_dev_null_is_refused_instead_of_hanging() -> None:
         (["--drain-timeout", "0"], "--drain-timeout must be a positive number of seconds"),
         (["--max-tool-calls", "0"], "--max-tool-calls must be at least 1"),
         (["--scenario", "no-such-scenario"], "unknown scenario 'no-such-scenario'"),
+        (["--model", "gpt"], "--model must be 'scripted' or 'openai:<model name>', got 'gpt'"),
+        (["--model", "openai:"], "--model must be 'scripted' or 'openai:<model name>'"),
+        (["--model", "openai:m", "--model-max-retries", "-1"], "--model-max-retries must be 0"),
+        (
+            ["--model", "openai:m", "--system-prompt-file", "/nonexistent/prompt.txt"],
+            "bad system prompt: /nonexistent/prompt.txt: cannot read",
+        ),
     ],
 )
 def test_bad_flags_are_named(args: list[str], message: str) -> None:

@@ -21,6 +21,10 @@ class FakeTool:
     tool_type: Literal["native", "mcp"] = "native"
     needs_permission: bool = False
     behaviour: str = "ok"
+    description: str = "a fake tool"
+    parameters_schema: Mapping[str, Any] = attrs.field(
+        factory=lambda: {"type": "object"}, eq=False, hash=False
+    )
 
     def validate(self, args: Mapping[str, Any]) -> Mapping[str, Any]:
         return args

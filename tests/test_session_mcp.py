@@ -79,6 +79,16 @@ def _tool(schema: dict[str, Any]) -> McpTool:
     return cast(McpTool, tool)
 
 
+def _check(tool: McpTool, args: Any) -> Any:
+    """The executor's one schema check, as a call to ``tool`` would get it."""
+    executor = Executor({tool.name: tool}, ToolContext(cwd=Path.cwd()), _never_asked)
+    return executor.check(tool, FunctionCall(call_id="c", name=tool.name, args=args))
+
+
+async def _never_asked(*_: Any) -> PermissionAnswer:
+    raise AssertionError("no permission expected")
+
+
 def test_arguments_are_validated_against_the_input_schema() -> None:
     tool = _tool(
         {
@@ -88,21 +98,22 @@ def test_arguments_are_validated_against_the_input_schema() -> None:
             "additionalProperties": False,
         }
     )
-    assert tool.validate({"path": "a", "n": 2}) == {"path": "a", "n": 2}
-    assert tool.input_schema["required"] == ["path"]  # kept for a model's declaration
-    with pytest.raises(InvalidToolParams, match="'path' is a required property"):
-        tool.validate({})
-    with pytest.raises(InvalidToolParams, match=r"n: 0 is less than the minimum of 1"):
-        tool.validate({"path": "a", "n": 0})
-    with pytest.raises(InvalidToolParams, match="Additional properties"):
-        tool.validate({"path": "a", "x": 1})
+    assert _check(tool, {"path": "a", "n": 2}) == {"path": "a", "n": 2}
+    assert tool.parameters_schema["required"] == ["path"]  # the model is sent the same schema
+    with pytest.raises(InvalidToolParams, match="missing required argument 'path'"):
+        _check(tool, {})
+    with pytest.raises(InvalidToolParams, match=r"argument 'n' must be a number above 1"):
+        _check(tool, {"path": "a", "n": 0})
+    with pytest.raises(InvalidToolParams, match="unexpected argument"):
+        _check(tool, {"path": "a", "x": 1})
 
 
 def test_a_broken_input_schema_still_requires_an_object() -> None:
     tool = _tool({"type": "object", "properties": {"a": {"type": 12}}})
-    assert tool.validate({"anything": 1}) == {"anything": 1}
-    with pytest.raises(InvalidToolParams, match="must be an object"):
-        tool.validate(cast(Any, ["not", "an", "object"]))
+    assert tool.parameters_schema == {"type": "object"}
+    assert _check(tool, {"anything": 1}) == {"anything": 1}
+    with pytest.raises(InvalidToolParams, match="must be a JSON object"):
+        _check(tool, ["not", "an", "object"])
 
 
 def test_clashing_names_keep_the_first_tool_and_tell_the_client() -> None:

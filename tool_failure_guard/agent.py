@@ -15,6 +15,28 @@ DEFAULT_SCENARIO = "read-loop"
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
+        "--model",
+        default="scripted",
+        metavar="scripted|openai:NAME",
+        help="the model: the scripted scenario player (default), or NAME at the "
+        "OpenAI-compatible endpoint $OPENAI_BASE_URL with key $OPENAI_API_KEY",
+    )
+    parser.add_argument(
+        "--system-prompt-file",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="replace the built-in coding-agent system prompt (openai models)",
+    )
+    parser.add_argument(
+        "--model-max-retries",
+        type=int,
+        default=2,
+        metavar="N",
+        help="retries of a rate-limited (429) or failed (5xx) model request, "
+        "with exponential backoff (default: 2)",
+    )
+    parser.add_argument(
         "--scenario",
         default=DEFAULT_SCENARIO,
         metavar="NAME|FILE",
@@ -69,6 +91,16 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def parse_model_option(value: str) -> str | None:
+    """``scripted`` -> None; ``openai:<name>`` -> the name; anything else: ValueError."""
+    if value == "scripted":
+        return None
+    prefix = "openai:"
+    if value.startswith(prefix) and value[len(prefix) :].strip():
+        return value[len(prefix) :].strip()
+    raise ValueError(f"--model must be 'scripted' or 'openai:<model name>', got {value!r}")
+
+
 def _stdio_problem() -> str | None:
     """ACP runs over stdin/stdout: they must be pipes or sockets (a terminal is fine too)."""
     for name, fd in (("standard input", 0), ("standard output", 1)):
@@ -89,9 +121,10 @@ def run(args: argparse.Namespace) -> int:
     import logging
 
     from session.agent import AgentConfig, GuardedAgent, serve
+    from session.envconfig import EnvConfig
     from session.framing import DEFAULT_MAX_FRAME_BYTES, MIN_MAX_FRAME_BYTES
     from session.history import default_state_dir
-    from session.model import ScenarioError, ScriptedModel, load_scenario
+    from session.model import Model, ScenarioError, ScriptedModel, load_scenario
     from session.telemetry import build_telemetry
 
     logging.basicConfig(
@@ -102,6 +135,37 @@ def run(args: argparse.Namespace) -> int:
     except ScenarioError as exc:
         print(f"tool-failure-guard agent: bad scenario: {exc}", file=sys.stderr)
         return 2
+    try:
+        model_name = parse_model_option(args.model)
+    except ValueError as exc:
+        print(f"tool-failure-guard agent: {exc}", file=sys.stderr)
+        return 2
+    if args.model_max_retries < 0:
+        print("tool-failure-guard agent: --model-max-retries must be 0 or more", file=sys.stderr)
+        return 2
+    session_model_factory = None
+    if model_name is not None:
+        # Imported only here: the scripted agent (demo, most tests) never pays for the SDK.
+        from session.openai_model import (
+            OpenAIChatModel,
+            OpenAISettings,
+            SystemPromptError,
+            read_system_prompt,
+        )
+
+        try:
+            system_prompt = read_system_prompt(args.system_prompt_file)
+        except SystemPromptError as exc:
+            print(f"tool-failure-guard agent: bad system prompt: {exc}", file=sys.stderr)
+            return 2
+        name, retries = model_name, args.model_max_retries
+
+        def session_model_factory(env: EnvConfig) -> Model:
+            settings = OpenAISettings.from_env(
+                name, env.values, max_retries=retries, system_prompt=system_prompt
+            )
+            return OpenAIChatModel(settings)
+
     if not math.isfinite(args.drain_timeout) or args.drain_timeout <= 0:
         print(
             "tool-failure-guard agent: --drain-timeout must be a positive number of seconds",
@@ -128,6 +192,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     config = AgentConfig(
         model_factory=lambda: ScriptedModel(scenario),
+        session_model_factory=session_model_factory,
         state_dir=args.state_dir or default_state_dir(),
         telemetry=telemetry,
         drain_timeout=args.drain_timeout,
