@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 	  || echo "warning: could not install graphviz; SVG rendering will be skipped"; }
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q -e '.[dev,rollout]'
 	@touch $(STAMP)
 
 setup: $(STAMP)
@@ -27,7 +27,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 
 typecheck: $(STAMP)
-	$(BIN)/mypy --strict statecharts guard session tool_failure_guard
+	$(BIN)/mypy --strict statecharts guard session tool_failure_guard rollout
 
 unit: $(STAMP)
 	$(BIN)/pytest

@@ -275,6 +275,11 @@ class GuardedAgent:
         channel = kwargs.get(CHANNEL_PROMPT_META_KEY) is True
         return await session.run_prompt(_prompt_texts(prompt), channel=channel)
 
+    def close_sessions(self) -> None:
+        """The client has gone: report each session closed, ``disconnect`` if mid-prompt."""
+        for session in self.sessions.values():
+            session.report_closed("disconnect" if session.running else "clean")
+
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
         session = self.sessions.get(session_id)
         if session is not None:
@@ -316,4 +321,5 @@ async def serve(agent: GuardedAgent) -> None:
     try:
         await conn.listen()
     finally:
+        agent.close_sessions()
         await conn.close()

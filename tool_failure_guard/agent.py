@@ -22,9 +22,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--telemetry",
-        choices=("none", "console", "otlp"),
+        type=_telemetry_kind,
         default="none",
-        help="telemetry sink for guard decisions (default: none)",
+        metavar="none|console|otlp|file:PATH",
+        help="telemetry sink for guard decisions and prompt outcomes; file:PATH appends "
+        "OTLP JSON lines (default: none)",
     )
     parser.add_argument(
         "--state-dir",
@@ -59,6 +61,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         choices=("DEBUG", "INFO", "WARNING", "ERROR"),
         help="stderr log level (default: WARNING)",
     )
+
+
+def _telemetry_kind(value: str) -> str:
+    if value in ("none", "console", "otlp") or (value.startswith("file:") and len(value) > 5):
+        return value
+    raise argparse.ArgumentTypeError(f"{value!r} is not one of none, console, otlp, file:PATH")
 
 
 def _stdio_problem() -> str | None:
