@@ -38,6 +38,7 @@ test: lint typecheck $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/tool-failure-guard bench
+	$(BIN)/python -m rollout.bench
 
 render: $(STAMP)
 	$(BIN)/tool-failure-guard render

@@ -30,7 +30,7 @@ import duckdb
 from rollout import sql
 
 #: Larger than any line the file exporter writes for one export batch.
-MAX_LINE_BYTES = 256 * 1024 * 1024
+MAX_LINE_BYTES = 32 * 1024 * 1024
 
 _ANY_VALUE = "STRUCT(stringValue VARCHAR, intValue VARCHAR, boolValue BOOLEAN, doubleValue DOUBLE)"
 _KEY_VALUES = f"STRUCT(key VARCHAR, value {_ANY_VALUE})[]"

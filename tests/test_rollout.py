@@ -277,3 +277,10 @@ def test_parquet_export_reads_back_to_the_same_check(tmp_path: Path) -> None:
     analysis.prepare(again)
     assert analysis.check(again) == from_json
     assert from_json["environments"]["internal"]["supported_prompts"] > 0
+
+
+def test_the_treatment_cap_allows_hashing_chance_but_not_a_larger_assignment() -> None:
+    assert not analysis._over_cap(26, 400)  # 6.5 %: within chance for a 5 % hash threshold
+    assert analysis._over_cap(40, 400)  # 10 %
+    assert analysis._over_cap(179, 350)
+    assert not analysis._over_cap(5, 100)
