@@ -284,3 +284,17 @@ def test_the_treatment_cap_allows_hashing_chance_but_not_a_larger_assignment() -
     assert analysis._over_cap(40, 400)  # 10 %
     assert analysis._over_cap(179, 350)
     assert not analysis._over_cap(5, 100)
+
+
+def test_without_the_extra_the_command_names_it(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import sys
+
+    for name in [n for n in sys.modules if n == "rollout" or n.startswith("rollout.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "duckdb", None)  # as if not installed
+    assert main(["rollout", "check", "telemetry.jsonl"]) == 2
+    err = capsys.readouterr().err
+    assert "pip install 'tool-failure-guard[rollout]'" in err
+    assert "duckdb" in err
