@@ -298,3 +298,14 @@ def test_without_the_extra_the_command_names_it(
     err = capsys.readouterr().err
     assert "pip install 'tool-failure-guard[rollout]'" in err
     assert "duckdb" in err
+
+
+def test_simulate_command_writes_the_fleet(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "fleet.jsonl"
+    args = ["rollout", "simulate", "--out", str(out), "--owners", "3", "--days", "1"]
+    assert main([*args, "--phase", "warn", "--prompts-per-day", "2"]) == 0
+    assert "simulated 3 owners" in capsys.readouterr().out
+    assert out.stat().st_size > 0 and [p.name for p in tmp_path.iterdir()] == ["fleet.jsonl"]
+    assert main([*args, "--prompts-per-day", "0"]) == 2
