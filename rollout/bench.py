@@ -9,7 +9,7 @@ Prints numbers, asserts nothing about time (machines here are shared):
    same record shapes the sink writes); target ≤ 60 s and ≤ 2 GB resident.
    Reported beside the time DuckDB needs merely to scan the same files
    (read every record and count them).  Each measurement runs in its own
-   process, so its peak RSS is its own.
+   process and reports its own peak RSS (``VmHWM``).
 
 Usage: ``python -m rollout.bench [--owners N] [--prompts N] [--skip-simulate]``.
 """
@@ -30,7 +30,7 @@ COPY (
 WITH prompts AS (
     SELECT i AS n, i % {owners} AS owner, (i // {owners}) % 7 AS day,
            CASE WHEN hash(i % {owners}) % 100 < 5 THEN 'enforce' ELSE 'warn' END AS mode,
-           random() AS r, 1 + CAST(floor(random() * 6) AS INT) AS calls
+           random() AS r, 1 + CAST(floor(random() * 8) AS INT) AS calls
     FROM range({prompts}) t(i)
 ),
 records AS (
@@ -106,7 +106,10 @@ else:
     out = {"prompts": con.execute("SELECT count(*) FROM prompts").fetchone()[0],
            "may_advance": [checked["may_advance"], judged["may_advance"]]}
 out["seconds"] = time.perf_counter() - start
-out["max_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+# VmHWM belongs to this process image (ru_maxrss would carry the parent's peak over fork).
+hwm = [l for l in open("/proc/self/status") if l.startswith("VmHWM:")]
+out["peak_rss_mb"] = (int(hwm[0].split()[1]) / 1024 if hwm
+                      else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
 print("RESULT " + json.dumps(out))
 """
 

@@ -12,7 +12,10 @@ name the records of ``docs/telemetry.md``:
 ``sessions``      one row per session-closed record
 ``prompt_facts``  prompts + guard flags, calls saved, disconnect-or-retry (a table)
 
-Map access ``m['key']`` and the window functions used are the same in DuckDB
+The loader materialises ``prompts``, ``calls``, ``guard_events`` and
+``sessions`` as tables (each is read by several queries); where the logs live
+in ClickHouse, create them as views.  Map access ``m['key']`` and the window
+functions used are the same in DuckDB
 and ClickHouse; the few spelling differences are listed in the docs.
 """
 
