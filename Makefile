@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 	  || echo "warning: could not install graphviz; SVG rendering will be skipped"; }
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q -e '.[dev,rollout]'
 	@touch $(STAMP)
 
 $(MCP_STAMP): $(MCP_SERVERS)/package.json $(MCP_SERVERS)/package-lock.json
@@ -38,7 +38,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 
 typecheck: $(STAMP)
-	$(BIN)/mypy --strict statecharts guard session tool_failure_guard
+	$(BIN)/mypy --strict statecharts guard session tool_failure_guard rollout
 
 unit: $(STAMP) $(MCP_STAMP)
 	$(BIN)/pytest
@@ -49,6 +49,7 @@ test: lint typecheck $(STAMP) $(MCP_STAMP)
 
 bench: $(STAMP)
 	$(BIN)/tool-failure-guard bench
+	$(BIN)/python -m rollout.bench
 
 render: $(STAMP)
 	$(BIN)/tool-failure-guard render

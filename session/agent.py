@@ -171,6 +171,8 @@ class GuardedAgent:
         self.config = config
         self.store = HistoryStore(config.state_dir)
         self.sessions: dict[str, GuardedSession] = {}
+        #: Sessions whose prompt was running when the client went away (for session_closed).
+        self._interrupted: set[str] = set()
         #: The MCP servers of each session, shut down when the connection ends.
         self.mcp: dict[str, SessionMcp] = {}
         self.conn: Any = None
@@ -360,6 +362,16 @@ class GuardedAgent:
                 await session.client.session_update(session_id, update_agent_message_text(notice))
         return await session.run_prompt(_prompt_texts(prompt), channel=channel)
 
+    def close_sessions(self) -> None:
+        """The client has gone: report each session closed, ``disconnect`` if mid-prompt.
+
+        :meth:`disconnect` has usually ended the running prompts by now; it
+        remembers which sessions they were.
+        """
+        for session in self.sessions.values():
+            interrupted = session.running or session.session_id in self._interrupted
+            session.report_closed("disconnect" if interrupted else "clean")
+
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
         session = self.sessions.get(session_id)
         if session is not None:
@@ -397,6 +409,7 @@ class GuardedAgent:
         see a next model turn, so no prompt continues unobserved.
         """
         running = [session for session in self.sessions.values() if session.running]
+        self._interrupted.update(session.session_id for session in running)
         for session in running:
             session.cancel()
         if not running:
@@ -455,6 +468,7 @@ async def serve(agent: GuardedAgent, *, max_frame_bytes: int = DEFAULT_MAX_FRAME
         # End of input (the client closed stdin, went away, or SIGTERM): settle, persist, exit.
         await agent.disconnect()
     finally:
+        agent.close_sessions()
         pump.cancel()
         with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
             loop.remove_signal_handler(signal.SIGTERM)

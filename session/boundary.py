@@ -29,7 +29,7 @@ from guard import (
     DecisionKind,
     GuardMode,
 )
-from session import batch
+from session import batch, outcome
 from session.drain import QUEUED_INPUT_PREFIX, DrainResult
 from session.executor import CallOutcome
 from session.history import Part
@@ -79,6 +79,7 @@ async def after_batch(
     """Act on one settled batch; a response ends the prompt, None continues it."""
     s = run.session
     receipt = builder.build()
+    outcome.report_calls(run, admission, outcomes)
     responses = batch.responses(admission, outcomes)
     if s._cancelled.is_set():
         # A cancelled prompt keeps its settled results and skips the guard.

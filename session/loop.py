@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
@@ -46,6 +47,7 @@ from acp.schema import (
 )
 
 from guard import GuardMode
+from session import outcome
 from session.drain import QUEUED_INPUT_PREFIX, MidTurnInput
 from session.executor import Executor, FunctionCall, PermissionAnswer
 from session.history import (
@@ -62,7 +64,7 @@ from session.model import Model, TodoItem
 from session.pending import PendingInputLog
 from session.prompt import PromptRun
 from session.protections import CallIdDeduplicator
-from session.telemetry import GuardTelemetry
+from session.telemetry import GuardTelemetry, OutcomeTelemetry
 from session.tools import Tool
 
 _log = logging.getLogger("session.loop")
@@ -100,6 +102,9 @@ class SessionOptions:
 
 class GuardedSession:
     """One ACP session: its history, its mode, and its prompt loop."""
+
+    #: Measures prompt wall time (seconds); a simulated fleet replaces it per session.
+    clock: Callable[[], float] = staticmethod(time.monotonic)
 
     def __init__(
         self,
@@ -161,6 +166,18 @@ class GuardedSession:
             else:
                 self._sink_failures.add(label)
                 _log.warning("telemetry sink failed in %s", label, exc_info=True)
+
+    def report_closed(self, reason: str) -> None:
+        """Report this session's end (``clean`` or ``disconnect``) to an outcome sink."""
+        sink = self.telemetry
+        if isinstance(sink, OutcomeTelemetry):
+            prompts = sum(1 for m in self.history if m.kind == "prompt")
+            self.report(
+                "session_closed",
+                lambda: sink.session_closed(
+                    session_id=self.session_id, reason=reason, prompts=prompts
+                ),
+            )
 
     async def _emit(self, update: Any) -> None:
         await self.client.session_update(self.session_id, update)
@@ -275,4 +292,4 @@ class GuardedSession:
         )
         self.drain.start_prompt()
         run = PromptRun(self, prompt_id, mode)
-        return await run.loop()
+        return await outcome.run_reported(self, run, channel=channel)

@@ -26,6 +26,7 @@ from session.drain import DrainResult
 from session.executor import Cancelled, race_cancel
 from session.history import Message, Part
 from session.model import ModelError, ModelTurn, TodoItem, UsageTotals, request_turn
+from session.outcome import PromptTally
 from session.protections import Admission, PromptProtections
 
 if TYPE_CHECKING:
@@ -109,6 +110,8 @@ class PromptRun:
         self.session = session
         self.prompt_id = prompt_id
         self.mode = mode
+        self.initial_mode = mode  # the prompt's effective mode, for its outcome record
+        self.tally = PromptTally()
         self.guard = RepeatedToolFailureGuard(mode)
         self.protections = PromptProtections(session.dedup, session.options.tool_call_cap)
         self.todo_guard = TodoStopGuard()
@@ -171,6 +174,7 @@ class PromptRun:
             self.usage_totals = self.usage_totals.add(turn.usage)
             if s._cancelled.is_set():
                 return self.end("cancelled")
+            self.tally.turn(turn)
             admission = self.protections.admit(turn.calls)
             await self._record_turn(turn, admission, "".join(shown))
             if not admission.calls:
@@ -223,6 +227,7 @@ class PromptRun:
                     failure_count_before=failure_count_before,
                     batch_count_before=batch_count_before,
                     receipt=receipt,
+                    batch_ordinal=self.tally.batches,
                 ),
             )
         return decision

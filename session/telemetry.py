@@ -35,7 +35,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping
 from importlib import metadata
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
 
 import attrs
 from opentelemetry._logs import LoggerProvider, SeverityNumber
@@ -69,8 +69,13 @@ class GuardTelemetry(Protocol):
         failure_count_before: int,
         batch_count_before: int,
         receipt: BatchReceipt,
+        batch_ordinal: int = 0,
     ) -> None:
-        """One guard transition whose decision kind is not ``none`` (mode is never off)."""
+        """One guard transition whose decision kind is not ``none`` (mode is never off).
+
+        ``batch_ordinal`` (1-based within the prompt; 0: not known) joins the
+        transition to the prompt's per-call records.
+        """
 
     def loop_detected(self, *, prompt_id: str, loop_type: str) -> None:
         """The first protection that stopped a prompt, by loop type."""
@@ -79,6 +84,67 @@ class GuardTelemetry(Protocol):
         self, *, terminal_status: str, execution_status: str | None, tool_type: str | None
     ) -> None:
         """One settled tool call, for the execution SLI (cancellations never count as failures)."""
+
+
+@runtime_checkable
+class OutcomeTelemetry(Protocol):
+    """The records rollout analysis needs: one per prompt, per settled call, per closed session.
+
+    A separate protocol from :class:`GuardTelemetry` so that sinks written
+    before it (test doubles, other destinations) keep working: the session
+    sends these records only to sinks that implement them.
+    """
+
+    def prompt_finished(self, outcome: PromptOutcome) -> None:
+        """The end of one top-level prompt, whatever ended it (every mode, channel too)."""
+
+    def call_settled(self, record: CallRecord) -> None:
+        """One settled call of a batch (provider duplicates included), log only."""
+
+    def session_closed(self, *, session_id: str, reason: str, prompts: int) -> None:
+        """The session ended: ``clean`` (idle when the client left) or ``disconnect``."""
+
+
+@attrs.frozen(kw_only=True)
+class PromptOutcome:
+    """What one top-level prompt cost and how it ended: counts and enums, never text.
+
+    ``mode`` is the effective guard mode the prompt started with (``off`` for
+    channel prompts).  ``drain_supported`` is False when the host's pull
+    drain was unavailable for the session or any input boundary of this
+    prompt was unreliable: such prompts are counted apart from the
+    supported-host baseline.  Token counts and model latency are None when
+    the model reported no usage at all.
+    """
+
+    prompt_id: str
+    route: str
+    mode: str
+    stop_reason: str
+    loop_type: str | None
+    model_turns: int
+    tool_calls: int
+    tool_call_cap: int
+    batches: int
+    input_tokens: int | None
+    output_tokens: int | None
+    model_latency_s: float | None
+    wall_time_s: float
+    drain_supported: bool
+
+
+@attrs.frozen(kw_only=True)
+class CallRecord:
+    """One settled call: its statuses and tool type, never its name, arguments or result."""
+
+    prompt_id: str
+    batch_ordinal: int
+    call_ordinal: int
+    terminal_status: str
+    execution_status: str | None
+    execution_error_type: str | None
+    tool_type: str | None
+    provider_duplicate: bool
 
 
 class NullTelemetry:
@@ -94,6 +160,7 @@ class NullTelemetry:
         failure_count_before: int,
         batch_count_before: int,
         receipt: BatchReceipt,
+        batch_ordinal: int = 0,
     ) -> None:
         return None
 
@@ -105,9 +172,20 @@ class NullTelemetry:
     ) -> None:
         return None
 
+    def prompt_finished(self, outcome: PromptOutcome) -> None:
+        return None
 
-#: Values of ``tool-failure-guard agent --telemetry``.
+    def call_settled(self, record: CallRecord) -> None:
+        return None
+
+    def session_closed(self, *, session_id: str, reason: str, prompts: int) -> None:
+        return None
+
+
+#: Values of ``tool-failure-guard agent --telemetry`` (plus ``file:PATH``).
 TELEMETRY_KINDS = ("none", "console", "otlp")
+#: ``--telemetry file:PATH``: OTLP JSON lines, as the Collector's file exporter writes them.
+FILE_KIND_PREFIX: Final = "file:"
 
 # -- names ------------------------------------------------------------------
 
@@ -121,6 +199,12 @@ GUARD_LOG_EVENT: Final = "tool_failure_guard.repeated_tool_failure_guard"
 LOOP_DETECTED_EVENT: Final = "tool_failure_guard.loop_detected"
 #: Counter: one increment per stopped prompt, by loop type.
 LOOP_DETECTED_COUNTER: Final = "tool_failure_guard.loop_detected.count"
+#: Log record event name: the outcome of one top-level prompt (rollout analysis).
+PROMPT_EVENT: Final = "tool_failure_guard.prompt"
+#: Log record event name: one settled call of a batch (rollout analysis; log only).
+TOOL_CALL_EVENT: Final = "tool_failure_guard.tool_call"
+#: Log record event name: a session ended, cleanly or by disconnect.
+SESSION_CLOSED_EVENT: Final = "tool_failure_guard.session_closed"
 #: Counter: one increment per settled tool call, by execution status (the execution SLI).
 TOOL_CALL_COUNTER: Final = "tool_failure_guard.tool_call.execution.count"
 
@@ -141,6 +225,7 @@ LOOP_TYPES: Final = frozenset(
 )
 _OTHER: Final = "other"
 _UNKNOWN: Final = "unknown"
+_MODES: Final = frozenset(mode.value for mode in GuardMode)
 
 #: Guard decision kind -> telemetry ``decision`` label (``none`` is never emitted).
 DECISION_LABELS: Final[Mapping[DecisionKind, str]] = {
@@ -171,7 +256,9 @@ GUARD_METRIC_ATTRIBUTE_VALUES: Final[Mapping[str, frozenset[str]]] = {
     "tool_type": frozenset({"native", "mcp"}),
 }
 #: Fields of a guard log record beyond the metric attributes (never metric labels).
-GUARD_LOG_ONLY_FIELDS: Final = frozenset({"prompt_id", "candidate_ordinal", "execution_error_type"})
+GUARD_LOG_ONLY_FIELDS: Final = frozenset(
+    {"prompt_id", "candidate_ordinal", "execution_error_type", "batch_ordinal", "receipt_complete"}
+)
 
 #: Attribute values of the execution SLI counter.
 TOOL_CALL_ATTRIBUTE_VALUES: Final[Mapping[str, frozenset[str]]] = {
@@ -179,6 +266,47 @@ TOOL_CALL_ATTRIBUTE_VALUES: Final[Mapping[str, frozenset[str]]] = {
     "terminal_status": frozenset({"success", "error", "cancelled", _UNKNOWN}),
     "tool_type": frozenset({"native", "mcp", _UNKNOWN}),
 }
+#: Routes of the prompt record: the guard's route, or a channel bridge's prompt (mode off).
+PROMPT_ROUTES: Final = frozenset({ROUTE, "channel"})
+#: Stop reasons of the prompt record (ACP's, plus ``error`` for a prompt that raised).
+PROMPT_STOP_REASONS: Final = frozenset(
+    {"end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled", "error"}
+)
+#: Close reasons of the session-closed record.
+SESSION_CLOSE_REASONS: Final = frozenset({"clean", "disconnect"})
+#: Every field each new log record may carry (the privacy tests hold the sink to these).
+PROMPT_LOG_FIELDS: Final = frozenset(
+    {
+        "prompt_id",
+        "route",
+        "mode",
+        "stop_reason",
+        "loop_type",
+        "model_turns",
+        "tool_calls",
+        "tool_call_cap",
+        "batches",
+        "input_tokens",
+        "output_tokens",
+        "model_latency_ms",
+        "wall_time_ms",
+        "drain_supported",
+    }
+)
+TOOL_CALL_LOG_FIELDS: Final = frozenset(
+    {
+        "prompt_id",
+        "batch_ordinal",
+        "call_ordinal",
+        "terminal_status",
+        "execution_status",
+        "execution_error_type",
+        "tool_type",
+        "provider_duplicate",
+    }
+)
+SESSION_CLOSED_LOG_FIELDS: Final = frozenset({"session_id", "close_reason", "prompts"})
+
 #: Attribute values of the loop-detected counter.
 LOOP_DETECTED_ATTRIBUTE_VALUES: Final[Mapping[str, frozenset[str]]] = {
     "loop_type": LOOP_TYPES | {_OTHER},
@@ -259,8 +387,10 @@ class OpenTelemetrySink:
         meter_provider: MeterProvider,
         logger_provider: LoggerProvider,
         product_analytics: ProductAnalytics | None = None,
+        clock_ns: Callable[[], int] = time.time_ns,
     ) -> None:
         self._meter_provider = meter_provider
+        self._clock_ns = clock_ns
         self._logger_provider = logger_provider
         self._product_analytics = product_analytics
         self._reported = False
@@ -298,6 +428,7 @@ class OpenTelemetrySink:
         failure_count_before: int,
         batch_count_before: int,
         receipt: BatchReceipt,
+        batch_ordinal: int = 0,
     ) -> None:
         """Count the transition and log it; ``none`` and mode ``off`` emit nothing."""
         try:
@@ -308,13 +439,15 @@ class OpenTelemetrySink:
                 return
             labels, key = fields
             self._guard_counter.add(1, labels)
-            record: dict[str, str | int] = dict(labels)
+            record: dict[str, str | int | bool] = dict(labels)
             record["prompt_id"] = str(prompt_id)
             record["candidate_ordinal"] = _logged_ordinal(decision, guard)
+            record["batch_ordinal"] = int(batch_ordinal)
+            record["receipt_complete"] = bool(receipt.complete)
             if key is not None:
                 record["execution_error_type"] = key.execution_error_type
             self._logger.emit(
-                timestamp=time.time_ns(),
+                timestamp=self._clock_ns(),
                 event_name=GUARD_LOG_EVENT,
                 severity_number=SeverityNumber.INFO,
                 severity_text="INFO",
@@ -330,7 +463,7 @@ class OpenTelemetrySink:
             label = _bounded(loop_type, LOOP_TYPES, _OTHER)
             self._loop_counter.add(1, {"loop_type": label})
             self._logger.emit(
-                timestamp=time.time_ns(),
+                timestamp=self._clock_ns(),
                 event_name=LOOP_DETECTED_EVENT,
                 severity_number=SeverityNumber.WARN,
                 severity_text="WARN",
@@ -372,6 +505,81 @@ class OpenTelemetrySink:
             )
         except Exception as error:
             self._report(error)
+
+    # -- OutcomeTelemetry (log records only: prompt ids are never metric labels) --
+
+    def prompt_finished(self, outcome: PromptOutcome) -> None:
+        """Log the prompt's outcome record (``PROMPT_EVENT``)."""
+        try:
+            record: dict[str, str | int | bool] = {
+                "prompt_id": str(outcome.prompt_id),
+                "route": _bounded(outcome.route, PROMPT_ROUTES, _OTHER),
+                "mode": _bounded(outcome.mode, _MODES, _UNKNOWN),
+                "stop_reason": _bounded(outcome.stop_reason, PROMPT_STOP_REASONS, _OTHER),
+                "model_turns": int(outcome.model_turns),
+                "tool_calls": int(outcome.tool_calls),
+                "tool_call_cap": int(outcome.tool_call_cap),
+                "batches": int(outcome.batches),
+                "wall_time_ms": round(outcome.wall_time_s * 1000),
+                "drain_supported": bool(outcome.drain_supported),
+            }
+            if outcome.loop_type is not None:
+                record["loop_type"] = _bounded(outcome.loop_type, LOOP_TYPES, _OTHER)
+            if outcome.input_tokens is not None:
+                record["input_tokens"] = int(outcome.input_tokens)
+            if outcome.output_tokens is not None:
+                record["output_tokens"] = int(outcome.output_tokens)
+            if outcome.model_latency_s is not None:
+                record["model_latency_ms"] = round(outcome.model_latency_s * 1000)
+            self._log(PROMPT_EVENT, record)
+        except Exception as error:
+            self._report(error)
+
+    def call_settled(self, record: CallRecord) -> None:
+        """Log one settled call (``TOOL_CALL_EVENT``): statuses and tool type only."""
+        try:
+            values = TOOL_CALL_ATTRIBUTE_VALUES
+            fields: dict[str, str | int | bool] = {
+                "prompt_id": str(record.prompt_id),
+                "batch_ordinal": int(record.batch_ordinal),
+                "call_ordinal": int(record.call_ordinal),
+                # The raw terminal status (bounded): invariants must see a cancelled call
+                # as cancelled, exactly as the receipt did.
+                "terminal_status": _bounded(record.terminal_status, values["terminal_status"]),
+                "execution_status": _bounded(record.execution_status, values["execution_status"]),
+                "tool_type": _bounded(record.tool_type, values["tool_type"]),
+                "provider_duplicate": bool(record.provider_duplicate),
+            }
+            if record.execution_error_type is not None:
+                # The frozen, classified error type (an enum-like code), never error text.
+                fields["execution_error_type"] = str(record.execution_error_type)
+            self._log(TOOL_CALL_EVENT, fields)
+        except Exception as error:
+            self._report(error)
+
+    def session_closed(self, *, session_id: str, reason: str, prompts: int) -> None:
+        """Log the end of a session (``SESSION_CLOSED_EVENT``)."""
+        try:
+            self._log(
+                SESSION_CLOSED_EVENT,
+                {
+                    "session_id": str(session_id),
+                    "close_reason": _bounded(reason, SESSION_CLOSE_REASONS, _UNKNOWN),
+                    "prompts": int(prompts),
+                },
+            )
+        except Exception as error:
+            self._report(error)
+
+    def _log(self, event: str, attributes: dict[str, str | int | bool]) -> None:
+        self._logger.emit(
+            timestamp=self._clock_ns(),
+            event_name=event,
+            severity_number=SeverityNumber.INFO,
+            severity_text="INFO",
+            body=event,
+            attributes=attributes,
+        )
 
     # -- lifecycle -----------------------------------------------------------
 
@@ -552,12 +760,16 @@ def build_telemetry(
     ``none`` records nothing.  ``console`` prints metrics (at each export
     interval and at exit) and log records to **stderr**: stdout carries the
     ACP protocol.  ``otlp`` exports through the OTLP exporters, configured
-    by the standard ``OTEL_EXPORTER_OTLP_*`` variables.  The providers shut
-    down (and flush) at interpreter exit.
+    by the standard ``OTEL_EXPORTER_OTLP_*`` variables.  ``file:PATH``
+    appends OTLP JSON lines to PATH (:mod:`session.otlp_file`).  The
+    providers shut down (and flush) at interpreter exit.
     """
     if kind == "none":
         return NullTelemetry()
-    if kind not in TELEMETRY_KINDS:
+    file_path = kind[len(FILE_KIND_PREFIX) :] if kind.startswith(FILE_KIND_PREFIX) else None
+    if file_path is not None and not file_path:
+        raise ValueError("--telemetry file:PATH needs a path")
+    if file_path is None and kind not in TELEMETRY_KINDS:
         raise ValueError(f"--telemetry {kind!r} is not one of {TELEMETRY_KINDS}")
 
     from opentelemetry.sdk._logs import LoggerProvider as SdkLoggerProvider
@@ -573,9 +785,23 @@ def build_telemetry(
     )
 
     resource = telemetry_resource()
-    if kind == "console":
-        metric_exporter: Any = ConsoleMetricExporter(out=sys.stderr)
-        log_processor: Any = SimpleLogRecordProcessor(ConsoleLogRecordExporter(out=sys.stderr))
+    if file_path is not None:
+        from pathlib import Path
+
+        from session.otlp_file import OtlpJsonFile, OtlpJsonLogExporter, OtlpJsonMetricExporter
+
+        try:
+            target = OtlpJsonFile(Path(file_path))
+        except OSError as error:
+            raise TelemetryConfigurationError(
+                f"--telemetry file: cannot open {file_path!r} for appending "
+                f"({error.strerror or type(error).__name__})"
+            ) from error
+        metric_exporter: Any = OtlpJsonMetricExporter(target)
+        log_processor: Any = BatchLogRecordProcessor(OtlpJsonLogExporter(target))
+    elif kind == "console":
+        metric_exporter = ConsoleMetricExporter(out=sys.stderr)
+        log_processor = SimpleLogRecordProcessor(ConsoleLogRecordExporter(out=sys.stderr))
     else:
         metric_exporter = _otlp_exporter("METRICS", "OTLPMetricExporter")
         log_processor = BatchLogRecordProcessor(_otlp_exporter("LOGS", "OTLPLogExporter"))

@@ -62,6 +62,7 @@ class RecordingTelemetry:
         failure_count_before: int,
         batch_count_before: int,
         receipt: BatchReceipt,
+        batch_ordinal: int = 0,
     ) -> None:
         self.decisions.append(
             (

@@ -146,7 +146,13 @@ def test_documented_label_sets_are_exactly_the_issues() -> None:
         "tool_type": {"native", "mcp"},
     }
     log_only = telemetry.GUARD_LOG_ONLY_FIELDS
-    assert log_only == {"prompt_id", "candidate_ordinal", "execution_error_type"}
+    assert log_only == {
+        "prompt_id",
+        "candidate_ordinal",
+        "execution_error_type",
+        "batch_ordinal",
+        "receipt_complete",
+    }
     assert not telemetry.GUARD_LOG_ONLY_FIELDS & set(telemetry.GUARD_METRIC_ATTRIBUTE_VALUES)
 
 
@@ -717,7 +723,19 @@ def test_doc_signal_names_match_the_code() -> None:
         LOOP_DETECTED_COUNTER,
         LOOP_DETECTED_EVENT,
         TOOL_CALL_COUNTER,
+        telemetry.PROMPT_EVENT,
+        telemetry.TOOL_CALL_EVENT,
+        telemetry.SESSION_CLOSED_EVENT,
     }
+
+
+def test_doc_rollout_record_tables_match_the_code() -> None:
+    prompt: set[str] = set()
+    for field, *_ in _doc_table("prompt-fields"):
+        prompt |= _ticked(field)
+    assert prompt == telemetry.PROMPT_LOG_FIELDS
+    calls = {_ticked(field).pop() for field, _ in _doc_table("call-fields")}
+    assert calls == telemetry.TOOL_CALL_LOG_FIELDS
 
 
 def test_doc_guard_field_table_matches_the_code() -> None:

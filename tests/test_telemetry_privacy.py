@@ -249,7 +249,49 @@ def run(sink: Any, s: Sentinels) -> list[Step]:
         execution_status=s.unknown_status,
         tool_type=s.unknown_tool_type,
     )
+    outcome_records(sink, s)
     return steps
+
+
+def outcome_records(sink: Any, s: Sentinels) -> None:
+    """The rollout records, fed every string a careless caller could pass them."""
+    if not isinstance(sink, telemetry.OutcomeTelemetry):
+        return
+    for prompt_id, mode, batches in prompts(s):
+        for ordinal, item in enumerate(batches, start=1):
+            receipt = item[0] if isinstance(item, tuple) else item
+            for index, observation in enumerate(receipt.observations):
+                sink.call_settled(
+                    telemetry.CallRecord(
+                        prompt_id=prompt_id,
+                        batch_ordinal=ordinal,
+                        call_ordinal=index,
+                        terminal_status=observation.terminal_status,
+                        execution_status=observation.execution_status,
+                        execution_error_type=observation.execution_error_type,
+                        tool_type=observation.tool_type,
+                        provider_duplicate=False,
+                    )
+                )
+        sink.prompt_finished(
+            telemetry.PromptOutcome(
+                prompt_id=prompt_id,
+                route=s.unknown_status,  # an unknown route/stop reason/loop type is bounded
+                mode=mode.value,
+                stop_reason=s.unknown_status,
+                loop_type=s.unknown_loop,
+                model_turns=3,
+                tool_calls=12,
+                tool_call_cap=100,
+                batches=len(batches),
+                input_tokens=10,
+                output_tokens=2,
+                model_latency_s=0.5,
+                wall_time_s=1.25,
+                drain_supported=True,
+            )
+        )
+    sink.session_closed(session_id=s.prompt("session"), reason=s.unknown_status, prompts=4)
 
 
 class Recorded(Harness):
@@ -396,6 +438,21 @@ def test_logs_hold_only_documented_fields_and_no_private_strings(
                 assert attributes["execution_error_type"] in (s.error_type, s.other_error_type)
                 seen_log_only.add(attributes["execution_error_type"])
             seen_log_only.add(attributes["prompt_id"])
+        elif record.log_record.event_name == telemetry.PROMPT_EVENT:
+            assert set(attributes) <= telemetry.PROMPT_LOG_FIELDS
+            assert attributes["route"] == "other"
+            assert attributes["stop_reason"] == "other"
+            assert attributes["loop_type"] == "other"
+            seen_log_only.add(attributes["prompt_id"])
+        elif record.log_record.event_name == telemetry.TOOL_CALL_EVENT:
+            assert set(attributes) <= telemetry.TOOL_CALL_LOG_FIELDS
+            for key in ("terminal_status", "execution_status", "tool_type"):
+                assert attributes[key] in telemetry.TOOL_CALL_ATTRIBUTE_VALUES[key]
+            if "execution_error_type" in attributes:
+                seen_log_only.add(attributes["execution_error_type"])
+        elif record.log_record.event_name == telemetry.SESSION_CLOSED_EVENT:
+            assert set(attributes) == telemetry.SESSION_CLOSED_LOG_FIELDS
+            assert attributes["close_reason"] == "unknown"
         else:
             assert record.log_record.event_name == LOOP_DETECTED_EVENT
             assert set(attributes) == {"loop_type", "prompt_id"}
@@ -404,7 +461,15 @@ def test_logs_hold_only_documented_fields_and_no_private_strings(
     assert {s.error_type, s.other_error_type, s.prompt("enforce"), s.prompt("warn")} <= (
         seen_log_only
     )
-    assert s.prompt("off") not in json.dumps([r.to_json() for r in records])
+    # Off prompts get no guard record, but every prompt gets its outcome record.
+    guard_only = [r.to_json() for r in records if r.log_record.event_name != telemetry.PROMPT_EVENT]
+    assert s.prompt("off") not in json.dumps(
+        [j for j in guard_only if telemetry.TOOL_CALL_EVENT not in j]
+    )
+    events = {r.log_record.event_name for r in records}
+    assert {telemetry.PROMPT_EVENT, telemetry.TOOL_CALL_EVENT, telemetry.SESSION_CLOSED_EVENT} <= (
+        events
+    )
 
 
 def test_the_guard_stop_never_reaches_product_analytics(

@@ -44,9 +44,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--telemetry",
-        choices=("none", "console", "otlp"),
+        type=_telemetry_kind,
         default="none",
-        help="telemetry sink for guard decisions (default: none)",
+        metavar="none|console|otlp|file:PATH",
+        help="telemetry sink for guard decisions and prompt outcomes; file:PATH appends "
+        "OTLP JSON lines (default: none)",
     )
     parser.add_argument(
         "--state-dir",
@@ -99,6 +101,12 @@ def parse_model_option(value: str) -> str | None:
     if value.startswith(prefix) and value[len(prefix) :].strip():
         return value[len(prefix) :].strip()
     raise ValueError(f"--model must be 'scripted' or 'openai:<model name>', got {value!r}")
+
+
+def _telemetry_kind(value: str) -> str:
+    if value in ("none", "console", "otlp") or (value.startswith("file:") and len(value) > 5):
+        return value
+    raise argparse.ArgumentTypeError(f"{value!r} is not one of none, console, otlp, file:PATH")
 
 
 def _stdio_problem() -> str | None:

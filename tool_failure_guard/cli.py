@@ -21,6 +21,7 @@ SUBCOMMANDS: dict[str, str] = {
     "bench": "bench",
     "agent": "agent",
     "demo": "demo",
+    "rollout": "rollout",
 }
 
 _HELP = {
@@ -29,6 +30,7 @@ _HELP = {
     "bench": "measure the guard's per-batch cost against the python-statemachine engine",
     "agent": "serve the guarded ACP agent on stdio",
     "demo": "run the built-in failing-loop scenario in shadow, warn and enforce",
+    "rollout": "rollout evidence: check invariants, judge gates, assign owners, simulate a fleet",
 }
 
 

@@ -1,0 +1,444 @@
+"""``rollout check`` (Phase 1/2) and ``rollout gates`` (Phase 3) over a loaded connection.
+
+Both return plain JSON-ready dicts (the ``--json`` output) with a top-level
+``may_advance``; :mod:`rollout.output` renders them for people.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Final
+
+import duckdb
+import numpy as np
+import numpy.typing as npt
+
+from rollout import sql, stats
+from rollout.stats import Array, Interval, Verdict
+
+#: Phase 1 needs at least this many full days per environment.
+MIN_DAYS: Final = 7
+#: Phase 3 treats at most this share of owners.
+MAX_TREATMENT_SHARE: Final = 0.05
+#: Consistency bounds (treatment / control) for the stopped-loop rate and saved calls.
+CONSISTENCY_BOUNDS: Final = (0.5, 2.0)
+EXAMPLES: Final = 5
+
+
+def prepare(con: duckdb.DuckDBPyConnection) -> None:
+    """Build ``prompt_facts`` once (both commands read it)."""
+    con.execute(sql.PROMPT_FACTS)
+
+
+def _missing_resource(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
+    row = con.execute(
+        """SELECT count(*) FILTER (WHERE environment IS NULL),
+                  count(*) FILTER (WHERE owner IS NULL), count(*)
+           FROM records WHERE event LIKE 'tool_failure_guard.%'"""
+    ).fetchone()
+    assert row is not None
+    return {
+        "records": int(row[2]),
+        "without_environment": int(row[0]),
+        "without_owner": int(row[1]),
+    }
+
+
+def invariants(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, Any]]:
+    """environment -> invariant -> {violations, examples} (every environment listed)."""
+    envs = [
+        r[0] for r in con.execute("SELECT DISTINCT environment FROM prompts ORDER BY 1").fetchall()
+    ]
+    result: dict[str, dict[str, Any]] = {
+        str(env): {
+            name: {"description": desc, "violations": 0, "examples": []}
+            for name, (desc, _) in sql.INVARIANTS.items()
+        }
+        for env in envs
+    }
+    for name, (desc, query) in sql.INVARIANTS.items():
+        rows = con.execute(
+            f"""WITH v(environment, prompt_id) AS ({query})
+                SELECT environment, count(*), list(prompt_id ORDER BY prompt_id)[1:{EXAMPLES}]
+                FROM v GROUP BY environment"""
+        ).fetchall()
+        for env, count, examples in rows:
+            entry = result.setdefault(
+                str(env),
+                {
+                    n: {"description": d, "violations": 0, "examples": []}
+                    for n, (d, _) in sql.INVARIANTS.items()
+                },
+            )
+            entry[name] = {"description": desc, "violations": int(count), "examples": examples}
+    return result
+
+
+def check(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
+    """Phase 1/2: invariants, volumes and rates, days covered, per environment."""
+    missing = _missing_resource(con)
+    refused = missing["without_environment"] > 0 or missing["without_owner"] > 0
+    found = invariants(con)
+    rows = con.execute(
+        """
+        SELECT environment,
+               count(*) FILTER (WHERE drain_supported AND mode <> 'off') AS guarded,
+               count(*) FILTER (WHERE NOT drain_supported) AS unsupported,
+               count(*) FILTER (WHERE mode = 'off') AS off,
+               count(*) FILTER (WHERE drain_supported AND would_warn AND mode <> 'off') AS ww,
+               count(*) FILTER (WHERE drain_supported AND would_stop AND mode <> 'off') AS ws,
+               count(*) FILTER (WHERE drain_supported AND stopped) AS st,
+               coalesce(sum(calls_after_would_stop) FILTER (WHERE drain_supported), 0) AS saved,
+               count(DISTINCT day) FILTER (WHERE drain_supported AND mode <> 'off') AS days,
+               min(day), max(day),
+               count(DISTINCT owner) AS owners,
+               list(DISTINCT mode ORDER BY mode) AS modes
+        FROM prompt_facts GROUP BY environment ORDER BY environment NULLS LAST
+        """
+    ).fetchall()
+    environments: dict[str, Any] = {}
+    for env, guarded, unsupported, off, ww, ws, st, saved, days, first, last, owners, modes in rows:
+        key = str(env)
+        inv = found.get(key, {})
+        total_violations = sum(v["violations"] for v in inv.values())
+        reasons = []
+        if env is None:
+            reasons.append("records without deployment.environment")
+        if total_violations:
+            reasons.append(f"{total_violations} invariant violation(s)")
+        if int(days) < MIN_DAYS:
+            reasons.append(f"{days} day(s) covered, {MIN_DAYS} needed")
+        environments[key] = {
+            "supported_prompts": int(guarded),
+            "unsupported_host_prompts": int(unsupported),
+            "off_prompts": int(off),
+            "owners": int(owners),
+            "modes": list(modes),
+            "would_warn": int(ww),
+            "would_warn_rate": ww / guarded if guarded else None,
+            "would_stop": int(ws),
+            "would_stop_rate": ws / guarded if guarded else None,
+            "stopped": int(st),
+            "stopped_rate": st / guarded if guarded else None,
+            "estimated_calls_saved": int(saved),
+            "days_covered": int(days),
+            "first_day": str(first) if first is not None else None,
+            "last_day": str(last) if last is not None else None,
+            "invariants": inv,
+            "may_advance": not reasons and not refused,
+            "reasons": reasons,
+        }
+    result: dict[str, Any] = {
+        "command": "check",
+        "resource": missing,
+        "refused": refused,
+        "environments": environments,
+    }
+    if refused:
+        result["refusal"] = (
+            "some records lack deployment.environment or enduser.pseudo.id in their Resource: "
+            "no per-environment conclusion, the rollout may not advance"
+        )
+    result["may_advance"] = (
+        bool(environments) and not refused and all(e["may_advance"] for e in environments.values())
+    )
+    return result
+
+
+def daily_rates(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str, float, float, float]]:
+    """(environment, day, would_warn rate, would_stop rate, stop rate) over supported prompts."""
+    rows = con.execute(
+        """SELECT environment, day, avg(would_warn::INT), avg(would_stop::INT), avg(stopped::INT)
+           FROM prompt_facts WHERE drain_supported AND mode <> 'off'
+           GROUP BY ALL ORDER BY 1, 2"""
+    ).fetchall()
+    return [(str(e), str(d), float(a), float(b), float(c)) for e, d, a, b, c in rows]
+
+
+# -- gates ----------------------------------------------------------------------
+
+_OWNER_SUMS = """
+SELECT owner,
+       count(*)::DOUBLE AS n,
+       sum(completed::INT)::DOUBLE AS completed,
+       sum(disconnect_or_retry::INT)::DOUBLE AS dor,
+       coalesce(sum(input_tokens + output_tokens), 0)::DOUBLE AS tokens,
+       count(input_tokens + output_tokens)::DOUBLE AS tokens_n,
+       sum(model_turns)::DOUBLE AS turns,
+       sum((loop_type IS NOT DISTINCT FROM 'repeated_tool_execution_failure')::INT)::DOUBLE
+           AS stops,
+       sum(would_stop::INT)::DOUBLE AS would_stops,
+       sum(tool_calls)::DOUBLE AS calls,
+       sum(calls_after_would_stop)::DOUBLE AS after_would_stop,
+       coalesce(sum(tool_calls) FILTER (
+           WHERE loop_type IS NOT DISTINCT FROM 'repeated_tool_execution_failure'), 0)::DOUBLE
+           AS calls_in_stops,
+       coalesce(sum(tool_calls - calls_after_would_stop) FILTER (WHERE would_stop), 0)::DOUBLE
+           AS calls_to_would_stop
+FROM prompt_facts
+WHERE environment = ? AND mode = ? AND drain_supported AND route = 'acp_foreground'
+GROUP BY owner ORDER BY owner
+"""
+_COLUMNS = (
+    "n",
+    "completed",
+    "dor",
+    "tokens",
+    "tokens_n",
+    "turns",
+    "stops",
+    "would_stops",
+    "calls",
+    "after_would_stop",
+    "calls_in_stops",
+    "calls_to_would_stop",
+)
+
+
+def _arm(con: duckdb.DuckDBPyConnection, env: str, mode: str) -> tuple[list[str], Array]:
+    rows = con.execute(_OWNER_SUMS, [env, mode]).fetchall()
+    owners = [str(r[0]) for r in rows]
+    matrix = np.asarray([r[1:] for r in rows], dtype=np.float64).reshape(len(rows), len(_COLUMNS))
+    return owners, matrix
+
+
+def _col(matrix: Array, name: str) -> Array:
+    return matrix[:, _COLUMNS.index(name)]
+
+
+def _latencies(
+    con: duckdb.DuckDBPyConnection, env: str, mode: str, owners: list[str]
+) -> tuple[Array, npt.NDArray[np.int64]]:
+    index = {o: i for i, o in enumerate(owners)}
+    arrow = con.execute(
+        """SELECT owner, wall_time_ms FROM prompt_facts
+           WHERE environment = ? AND mode = ? AND drain_supported AND route = 'acp_foreground'""",
+        [env, mode],
+    ).fetchnumpy()
+    values = np.asarray(arrow["wall_time_ms"], dtype=np.float64)
+    owner_idx = np.asarray([index[str(o)] for o in arrow["owner"]], dtype=np.int64)
+    return values, owner_idx
+
+
+def _gate(
+    name: str, kind: str, interval: Interval, margin: Any, verdict: Verdict, note: str = ""
+) -> dict[str, Any]:
+    def num(v: float) -> float | None:
+        return v if math.isfinite(v) else None
+
+    return {
+        "gate": name,
+        "kind": kind,
+        "estimate": num(interval.estimate),
+        "low": num(interval.low),
+        "high": num(interval.high),
+        "margin": margin,
+        "verdict": verdict.value,
+        "note": note,
+    }
+
+
+def gates(
+    con: duckdb.DuckDBPyConnection, *, seed: int = 0, replicates: int = 200
+) -> dict[str, Any]:
+    """Phase 3: treatment (enforce owners) against control (warn owners), per environment."""
+    checked = check(con)
+    envs = [
+        str(r[0])
+        for r in con.execute(
+            """SELECT DISTINCT environment FROM prompt_facts
+               WHERE mode IN ('warn', 'enforce') AND environment IS NOT NULL ORDER BY 1"""
+        ).fetchall()
+    ]
+    environments: dict[str, Any] = {}
+    for env in envs:
+        assignment = _assignment(con, env)
+        t_owners, t = _arm(con, env, "enforce")
+        c_owners, c = _arm(con, env, "warn")
+        results: list[dict[str, Any]] = []
+
+        def pair(
+            num: str, den: str, t: Array = t, c: Array = c
+        ) -> tuple[tuple[Array, Array], tuple[Array, Array]]:
+            return (_col(t, num), _col(t, den)), (_col(c, num), _col(c, den))
+
+        completion = stats.difference_interval(*pair("completed", "n"))
+        results.append(
+            _gate(
+                "completion",
+                "T − C (rate)",
+                completion,
+                -0.01,
+                stats.lower_bound_verdict(completion, -0.01),
+            )
+        )
+        dor = stats.difference_interval(*pair("dor", "n"))
+        results.append(
+            _gate(
+                "disconnect_or_retry_10min",
+                "T − C (rate)",
+                dor,
+                0.005,
+                stats.upper_bound_verdict(dor, 0.005),
+            )
+        )
+        if len(t_owners) and len(c_owners):
+            lat = stats.poisson_bootstrap_quantile_ratio(
+                _latencies(con, env, "enforce", t_owners),
+                _latencies(con, env, "warn", c_owners),
+                replicates=replicates,
+                seed=seed,
+            )
+        else:
+            lat = Interval(estimate=math.nan, low=math.nan, high=math.nan)
+        results.append(
+            _gate(
+                "p95_latency",
+                "T / C",
+                lat,
+                1.10,
+                stats.upper_bound_verdict(lat, 1.10),
+                "owner-level Poisson bootstrap",
+            )
+        )
+        tokens = stats.ratio_interval(*pair("tokens", "tokens_n"))
+        results.append(
+            _gate(
+                "mean_tokens",
+                "T / C",
+                tokens,
+                1.10,
+                stats.upper_bound_verdict(tokens, 1.10),
+                "" if tokens.finite else "the model reported no tokens",
+            )
+        )
+        turns = stats.ratio_interval(*pair("turns", "n"))
+        results.append(
+            _gate("mean_turns", "T / C", turns, 1.10, stats.upper_bound_verdict(turns, 1.10))
+        )
+        stop_rate = stats.ratio_interval(
+            (_col(t, "stops"), _col(t, "n")), (_col(c, "would_stops"), _col(c, "n"))
+        )
+        results.append(
+            _gate(
+                "stopped_loop_rate",
+                "T stops / C would_stops",
+                stop_rate,
+                list(CONSISTENCY_BOUNDS),
+                stats.equivalence_verdict(stop_rate, *CONSISTENCY_BOUNDS),
+            )
+        )
+        where = stats.ratio_interval(
+            (_col(t, "calls_in_stops"), _col(t, "stops")),
+            (_col(c, "calls_to_would_stop"), _col(c, "would_stops")),
+        )
+        saved = _saved_calls_estimate(t, c)
+        results.append(
+            _gate(
+                "saved_calls",
+                "T calls/stop ÷ C calls/would_stop",
+                where,
+                list(CONSISTENCY_BOUNDS),
+                stats.equivalence_verdict(where, *CONSISTENCY_BOUNDS),
+                f"stops land where warn's would_stop did; estimated calls saved {saved:.0f}"
+                if math.isfinite(saved)
+                else "no stops or no would_stops to compare",
+            )
+        )
+        env_check = checked["environments"].get(env, {})
+        violations = sum(v["violations"] for v in env_check.get("invariants", {}).values())
+        results.append(
+            {
+                "gate": "invariants_zero",
+                "kind": "count",
+                "estimate": violations,
+                "low": None,
+                "high": None,
+                "margin": 0,
+                "verdict": (Verdict.PASS if violations == 0 else Verdict.FAIL).value,
+                "note": "",
+            }
+        )
+        passed = all(g["verdict"] == Verdict.PASS.value for g in results)
+        environments[env] = {
+            "treatment_owners": len(t_owners),
+            "control_owners": len(c_owners),
+            "treatment_prompts": int(_col(t, "n").sum()) if len(t_owners) else 0,
+            "control_prompts": int(_col(c, "n").sum()) if len(c_owners) else 0,
+            "gates": results,
+            "assignment": assignment,
+            "may_advance": passed and assignment["ok"] and not checked["refused"],
+        }
+    return {
+        "command": "gates",
+        "refused": checked["refused"],
+        "resource": checked["resource"],
+        "environments": environments,
+        "may_advance": bool(environments)
+        and not checked["refused"]
+        and all(e["may_advance"] for e in environments.values()),
+    }
+
+
+def _saved_calls_estimate(t: Array, c: Array) -> float:
+    """Treatment stops × control's calls after would_stop per would_stop prompt."""
+    if not len(t) or not len(c):
+        return math.nan
+    would_stops = float(_col(c, "would_stops").sum())
+    if would_stops <= 0:
+        return math.nan
+    per_stop = float(_col(c, "after_would_stop").sum()) / would_stops
+    return float(_col(t, "stops").sum()) * per_stop
+
+
+def _over_cap(treated: int, owners: int) -> bool:
+    """Whether the treated share exceeds 5 % beyond hashing chance (one-sided, α = 0.01).
+
+    A hash assignment at exactly 5 % treats a Binomial(n, 0.05) number of
+    owners, so a realised 5.4 % is no breach; the deployment's configured
+    percentage (``rollout assign --percent``) must itself be ≤ 5.
+    """
+    if treated <= MAX_TREATMENT_SHARE * owners:
+        return False
+    sd = math.sqrt(owners * MAX_TREATMENT_SHARE * (1 - MAX_TREATMENT_SHARE))
+    return (treated - MAX_TREATMENT_SHARE * owners) / sd > 2.326
+
+
+def _assignment(con: duckdb.DuckDBPyConnection, env: str) -> dict[str, Any]:
+    row = con.execute(
+        """WITH o AS (
+               SELECT owner, bool_or(mode = 'enforce') AS t, bool_or(mode = 'warn') AS c
+               FROM prompt_facts WHERE environment = ? AND mode IN ('warn', 'enforce')
+               GROUP BY owner)
+           SELECT count(*) FILTER (WHERE t AND c), list(owner ORDER BY owner)
+                      FILTER (WHERE t AND c)[1:5],
+                  count(*) FILTER (WHERE t), count(*)
+           FROM o""",
+        [env],
+    ).fetchone()
+    assert row is not None
+    both, both_examples, treated, total = row
+    versions = [
+        str(r[0])
+        for r in con.execute(
+            """SELECT DISTINCT service_version FROM prompt_facts
+               WHERE environment = ? AND mode IN ('warn', 'enforce') ORDER BY 1""",
+            [env],
+        ).fetchall()
+    ]
+    share = treated / total if total else 0.0
+    problems = []
+    if both:
+        problems.append(f"{both} owner(s) in both arms")
+    if total and _over_cap(int(treated), int(total)):
+        problems.append(f"treatment is {share:.1%} of owners (at most 5 %)")
+    if len(versions) != 1:
+        problems.append(f"{len(versions)} service.version values in the wave")
+    return {
+        "owners_in_both_arms": int(both),
+        "examples": list(both_examples or []),
+        "treatment_share": share,
+        "service_versions": versions,
+        "ok": not problems,
+        "problems": problems,
+    }

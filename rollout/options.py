@@ -1,0 +1,99 @@
+"""The ``rollout`` subcommands' options (no optional dependency imported here)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def _percent(value: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number") from None
+    if not 0.0 <= number <= 100.0:
+        raise argparse.ArgumentTypeError(f"{value} is not between 0 and 100")
+    return number
+
+
+def _analysis(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "files",
+        nargs="+",
+        type=Path,
+        metavar="FILE",
+        help="OTLP JSON lines files (--telemetry file:PATH, a Collector file exporter) "
+        "or Parquet files of the logs table",
+    )
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    parser.add_argument(
+        "--report",
+        type=Path,
+        metavar="DIR",
+        help="also write an HTML report with plots to DIR (replaced atomically)",
+    )
+    parser.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: 0)")
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    commands = parser.add_subparsers(dest="rollout_command", required=True, metavar="ACTION")
+    check = commands.add_parser(
+        "check", help="Phase 1/2: invariants, would_warn/would_stop volumes, days covered"
+    )
+    _analysis(check)
+    gates = commands.add_parser(
+        "gates", help="Phase 3: enforce owners against warn owners, owner-level intervals"
+    )
+    _analysis(gates)
+    gates.add_argument(
+        "--replicates", type=int, default=200, help="bootstrap replicates (default: 200)"
+    )
+    assign = commands.add_parser(
+        "assign", help="whether an owner is in the treatment (a pure, deterministic function)"
+    )
+    assign.add_argument("owner", metavar="OWNER", help="the pseudonymous owner id")
+    assign.add_argument("--percent", type=_percent, required=True, metavar="P")
+    assign.add_argument("--salt", required=True, metavar="S")
+    assign.add_argument("--json", action="store_true")
+    simulate = commands.add_parser(
+        "simulate", help="run a synthetic fleet through the real guarded session"
+    )
+    simulate.add_argument(
+        "--out",
+        type=Path,
+        required=True,
+        metavar="FILE",
+        help="OTLP JSON lines file to write (replaced)",
+    )
+    simulate.add_argument("--owners", type=int, default=200)
+    simulate.add_argument("--days", type=int, default=7)
+    simulate.add_argument(
+        "--prompts-per-day",
+        type=float,
+        default=4.0,
+        help="mean prompts per owner per day (default: 4)",
+    )
+    simulate.add_argument(
+        "--phase",
+        choices=("shadow", "warn", "enforce"),
+        default="enforce",
+        help="shadow/warn: every owner in that mode; enforce: "
+        "--percent of owners enforce, the rest warn (default)",
+    )
+    simulate.add_argument("--percent", type=_percent, default=5.0)
+    simulate.add_argument("--salt", default="wave-1")
+    simulate.add_argument("--environment", default="internal")
+    simulate.add_argument(
+        "--completion-effect",
+        type=float,
+        default=0.0,
+        help="treatment change in completion probability, e.g. -0.03",
+    )
+    simulate.add_argument(
+        "--unsupported-share",
+        type=float,
+        default=0.05,
+        help="share of owners on a host without the drain (default: 0.05)",
+    )
+    simulate.add_argument("--seed", type=int, default=1)
+    simulate.add_argument("--workers", type=int, default=1, help="processes (default: 1)")
