@@ -211,6 +211,46 @@ def test_agent_reports_a_disconnect_for_a_session_mid_prompt(tmp_path: Path) -> 
     asyncio.run(scenario())
 
 
+class _HangingModel:
+    """A model request that never answers: the prompt is mid-flight until cancelled."""
+
+    async def generate(self, history: Any) -> ModelTurn:
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+
+def test_a_disconnect_that_ended_the_prompt_is_still_reported_as_a_disconnect(
+    tmp_path: Path,
+) -> None:
+    """``disconnect`` cancels the running prompt first; the close still says it was mid-prompt."""
+    from session.agent import AgentConfig, GuardedAgent
+
+    harness = Harness()
+    agent = GuardedAgent(
+        AgentConfig(
+            model_factory=_HangingModel, state_dir=tmp_path / "state", telemetry=harness.sink
+        )
+    )
+
+    async def scenario() -> None:
+        idle = await agent.new_session(cwd=str(tmp_path))
+        busy = await agent.new_session(cwd=str(tmp_path))
+        agent.sessions[busy.session_id].client = FakeClient()
+        prompt = asyncio.ensure_future(
+            agent.sessions[busy.session_id].run_prompt(["go"], channel=False)
+        )
+        await asyncio.sleep(0.05)
+        assert agent.sessions[busy.session_id].running
+        await agent.disconnect()
+        assert (await prompt).stop_reason == "cancelled"
+        assert not agent.sessions[busy.session_id].running
+        agent.close_sessions()
+        closed = {r["session_id"]: r["close_reason"] for r in harness.logs(SESSION_CLOSED_EVENT)}
+        assert closed == {idle.session_id: "clean", busy.session_id: "disconnect"}
+
+    asyncio.run(scenario())
+
+
 def test_file_telemetry_writes_otlp_json_lines(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
