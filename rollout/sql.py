@@ -23,12 +23,11 @@ from __future__ import annotations
 
 from typing import Final
 
-PROMPT_EVENT: Final = "tool_failure_guard.prompt"
-TOOL_CALL_EVENT: Final = "tool_failure_guard.tool_call"
-GUARD_EVENT: Final = "tool_failure_guard.repeated_tool_failure_guard"
-SESSION_CLOSED_EVENT: Final = "tool_failure_guard.session_closed"
-LOOP_EVENT: Final = "tool_failure_guard.loop_detected"
-GUARD_STOP_LOOP: Final = "repeated_tool_execution_failure"
+# The record names are the agent's own (one declaration, in session.telemetry).
+from session.telemetry import GUARD_LOG_EVENT as GUARD_EVENT
+from session.telemetry import LOOP_DETECTED_EVENT as LOOP_EVENT
+from session.telemetry import PROMPT_EVENT, SESSION_CLOSED_EVENT, TOOL_CALL_EVENT
+
 #: Decisions that counted a candidate (the batch had exactly one eligible key).
 CANDIDATE_DECISIONS: Final = ("tracked", "would_warn", "warned", "would_stop", "stopped")
 #: Minutes within which a disconnect or a new prompt counts against the prompt before it.
