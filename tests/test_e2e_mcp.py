@@ -17,19 +17,20 @@ import os
 import re
 import signal
 import uuid
-from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
+import e2e_helpers
 import pytest
 from acp import text_block
 from acp.schema import McpServerStdio
+from e2e_helpers import decisions, run, telemetry_documents, wait_until
 from mcp_servers import alive, everything_server, filesystem_server, read_pid
 
 from guard import REPEATED_TOOL_FAILURE_REMINDER, REPEATED_TOOL_FAILURE_STOP_MESSAGE
 from session.client import RecordingClient, spawn_guarded_agent
 from session.envconfig import MCP_TIMEOUT_ENV_VAR
-from session.history import HistoryStore, Part
+from session.history import Part
 from session.telemetry import GUARD_LOG_EVENT
 
 pytestmark = pytest.mark.usefixtures("real_mcp_servers")
@@ -38,61 +39,25 @@ READ_TOOL = "mcp__fs__read_text_file"
 LONG_TOOL = "mcp__ev__trigger-long-running-operation"
 
 
-def run(coro: Coroutine[Any, Any, T]) -> T:
-    return asyncio.run(asyncio.wait_for(coro, 60))
+class Box(e2e_helpers.Box):
+    """A test's directories, plus what the MCP tests read back from the history."""
 
-
-class Box:
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self.project = root / "project"
-        self.home = root / "home"
-        self.state = root / "state"
-        self.project.mkdir()
-        self.home.mkdir()
-
-    def scenario(self, turns: list[dict[str, Any]], **extra: Any) -> str:
-        path = self.root / "scenario.json"
-        path.write_text(json.dumps({"turns": turns, **extra}), encoding="utf-8")
-        return str(path)
+    def turns(self, turns: list[dict[str, Any]], **extra: Any) -> str:
+        """A one-prompt scenario of ``turns`` (plus top-level keys such as final_text)."""
+        return self.scenario({"turns": turns, **extra})
 
     def results(self, session_id: str) -> list[Part]:
-        messages = HistoryStore(self.state).load(session_id)[1]
-        return [p for m in messages for p in m.parts if p.kind == "function_response"]
+        return [
+            p for m in self.history(session_id) for p in m.parts if p.kind == "function_response"
+        ]
 
     def system_texts(self, session_id: str) -> list[str]:
-        messages = HistoryStore(self.state).load(session_id)[1]
-        return [t for m in messages for t in m.texts("system")]
+        return [t for m in self.history(session_id) for t in m.texts("system")]
 
 
 @pytest.fixture
 def box(tmp_path: Path) -> Box:
     return Box(tmp_path)
-
-
-async def wait_until(condition: Callable[[], bool]) -> None:
-    for _ in range(3000):
-        if condition():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError("condition never became true")
-
-
-def decisions(response: Any) -> list[str]:
-    return [row["decision"] for row in response.field_meta["toolFailureGuard"]["batches"]]
-
-
-def telemetry_documents(text: str) -> list[dict[str, Any]]:
-    """The JSON documents the console exporters printed (each starts at column 0)."""
-    decoder = json.JSONDecoder()
-    documents: list[dict[str, Any]] = []
-    end = 0
-    for match in re.finditer(r"^\{", text, re.MULTILINE):
-        if match.start() < end:
-            continue
-        document, end = decoder.raw_decode(text, match.start())
-        documents.append(document)
-    return documents
 
 
 def metric_attributes(documents: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -110,7 +75,7 @@ def missing_file_loop(box: Box, path: str, tool: str = READ_TOOL, *, heed: bool 
     """Four failing reads per turn; ``heed``: the model stops once reminded."""
     call = {"tool": tool, "args": {"path": path}}
     extra: dict[str, Any] = {"on_reminder": [{"text": "I will stop reading it."}]} if heed else {}
-    return box.scenario(
+    return box.turns(
         [{"text": "Reading.", "calls": [call] * 4, "repeat": 4}], final_text="Gave up.", **extra
     )
 
@@ -199,7 +164,7 @@ def long_call(duration: float = 30) -> dict[str, Any]:
 
 def test_a_long_running_tool_times_out_and_another_is_cancelled(box: Box) -> None:
     """Prompt 1 hits the operator's timeout; prompt 2 is cancelled by session/cancel."""
-    scenario = box.scenario([{"calls": [long_call()]}], final_text="Timed out.")
+    scenario = box.turns([{"calls": [long_call()]}], final_text="Timed out.")
     client = RecordingClient()
 
     async def go() -> tuple[Any, Any, str]:
@@ -241,7 +206,7 @@ def test_server_lifecycle_over_a_session(box: Box) -> None:
     fs_pid, ev_pid = box.root / "fs.pid", box.root / "ev.pid"
     (box.project / "notes.txt").write_text("still here\n", encoding="utf-8")
     echo = {"tool": "mcp__ev__echo", "args": {"message": "hello"}}
-    scenario = box.scenario(
+    scenario = box.turns(
         [
             {"calls": [echo]},
             {"calls": [long_call()]},

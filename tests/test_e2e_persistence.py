@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
 from acp import text_block
 from acp.exceptions import RequestError
+from e2e_helpers import run
 
 from guard import REPEATED_TOOL_FAILURE_STOP_MESSAGE
 from session.client import Event, RecordingClient, spawn_guarded_agent
@@ -18,11 +17,6 @@ from session.history import HistoryStore
 
 T = TypeVar("T")
 READ_MISSING = {"tool": "read_file", "args": {"path": "missing.txt"}}
-
-
-def run(coro: Coroutine[Any, Any, T]) -> T:
-    """Run one client scenario; the bound keeps a hung agent from hanging the suite."""
-    return asyncio.run(asyncio.wait_for(coro, 60))
 
 
 @pytest.fixture

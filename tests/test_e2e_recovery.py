@@ -9,52 +9,22 @@ import asyncio
 import json
 import os
 import signal
-from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
 from acp import text_block
 from acp.exceptions import RequestError
+from e2e_helpers import Box, run, wait_until
 
 from session.agent import HISTORY_META_KEY
 from session.client import RecordingClient, spawn_guarded_agent, spawn_guarded_agent_process
 from session.drain import QUEUED_INPUT_PREFIX
-from session.history import HistoryStore, Message
+from session.history import HistoryStore
 
 T = TypeVar("T")
 SLOW_SHELL = {"tool": "run_shell_command", "args": {"command": "sleep 30"}, "id": "slow"}
 WRITE = {"tool": "write_file", "args": {"path": "a.txt", "content": "A\n"}, "id": "write"}
-
-
-def run(coro: Coroutine[Any, Any, T]) -> T:
-    return asyncio.run(asyncio.wait_for(coro, 90))
-
-
-async def wait_until(condition: Callable[[], bool]) -> None:
-    for _ in range(3000):
-        if condition():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError("condition never became true")
-
-
-class Box:
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self.project = root / "project"
-        self.home = root / "home"
-        self.state = root / "state"
-        self.project.mkdir()
-        self.home.mkdir()
-
-    def scenario(self, data: dict[str, Any]) -> str:
-        path = self.root / "scenario.json"
-        path.write_text(json.dumps(data), encoding="utf-8")
-        return str(path)
-
-    def history(self, session_id: str) -> list[Message]:
-        return HistoryStore(self.state).load_session(session_id).messages
 
 
 @pytest.fixture
@@ -92,7 +62,7 @@ def test_stdin_closed_mid_batch_cancels_persists_and_exits(box: Box) -> None:
             prompt.cancel()
             return session.session_id, code
 
-    sid, code = run(go())
+    sid, code = run(go(), 90)
     assert code == 0
     assert (box.project / "a.txt").read_text() == "A\n"
     results = box.history(sid)[-1]
@@ -136,7 +106,7 @@ def test_pushed_input_survives_sigkill_and_is_delivered_once_after_load(box: Box
             response = await conn.prompt(session_id=sid, prompt=[text_block("next")])
         return sid, response, client
 
-    sid, response, client = run(go())
+    sid, response, client = run(go(), 90)
     assert response.stop_reason == "end_turn"
     history = box.history(sid)
     steered = QUEUED_INPUT_PREFIX + "steer me"
@@ -178,7 +148,7 @@ def test_input_requeued_at_a_stop_survives_a_restart_and_is_delivered_once(box: 
             response = await conn.prompt(session_id=sid, prompt=[text_block("next")])
         return sid, stopped, response
 
-    sid, stopped, response = run(go())
+    sid, stopped, response = run(go(), 90)
     assert stopped.field_meta["loopType"] == "tool_call_cap"
     assert response.stop_reason == "end_turn"
     history = box.history(sid)
@@ -212,7 +182,7 @@ def test_a_corrupt_line_still_loads_and_errors_never_name_the_state_path(box: Bo
                 return sid, loaded, exc
         raise AssertionError("the unreadable session loaded")
 
-    sid, loaded, error = run(go())
+    sid, loaded, error = run(go(), 90)
     lines = len(HistoryStore(box.state).path(sid).read_text().splitlines())
     assert loaded.field_meta == {HISTORY_META_KEY: {"skippedLines": [lines]}}
     assert HistoryStore(box.state).corrupt_path(sid).is_file()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -18,44 +18,20 @@ import pytest
 from acp import text_block
 from acp.exceptions import RequestError
 from acp.schema import PromptResponse
+from e2e_helpers import Box, decisions, run, wait_until
 
 from guard import REPEATED_TOOL_FAILURE_REMINDER, REPEATED_TOOL_FAILURE_STOP_MESSAGE
 from session.client import RecordingClient, spawn_guarded_agent
-from session.history import HistoryStore, Message
+from session.history import Message
 from session.telemetry import GUARD_LOG_EVENT, LOOP_DETECTED_EVENT
 
 T = TypeVar("T")
 READ_MISSING = {"tool": "read_file", "args": {"path": "missing.txt"}}
 
 
-class Box:
-    """Directories of one test: project (session cwd), home, state."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self.project = root / "project"
-        self.home = root / "home"
-        self.state = root / "state"
-        self.project.mkdir()
-        self.home.mkdir()
-
-    def scenario(self, data: dict[str, Any], name: str = "scenario.json") -> str:
-        path = self.root / name
-        path.write_text(json.dumps(data), encoding="utf-8")
-        return str(path)
-
-    def history(self, session_id: str) -> list[Message]:
-        return HistoryStore(self.state).load(session_id)[1]
-
-
 @pytest.fixture
 def box(tmp_path: Path) -> Box:
     return Box(tmp_path)
-
-
-def run(coro: Coroutine[Any, Any, T]) -> T:
-    """Run one client scenario; the bound keeps a hung agent from hanging the suite."""
-    return asyncio.run(asyncio.wait_for(coro, 60))
 
 
 async def prompt_once(
@@ -97,19 +73,6 @@ async def prompt_once(
                 )
                 responses.append(PromptResponse.model_validate(raw))
     return client, responses, session.session_id
-
-
-async def wait_until(condition: Callable[[], bool]) -> None:
-    """Poll ``condition``; a bound keeps a broken agent from hanging the suite."""
-    for _ in range(2000):
-        if condition():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError("condition never became true")
-
-
-def decisions(response: Any) -> list[str]:
-    return [row["decision"] for row in response.field_meta["toolFailureGuard"]["batches"]]
 
 
 def batches(response: Any) -> list[dict[str, Any]]:

@@ -10,9 +10,9 @@ the model was sent, and the persisted history.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
+from e2e_helpers import decisions
 from provider_harness import PROVIDERS, Run, run_agent
 
 from guard import REPEATED_TOOL_FAILURE_REMINDER, REPEATED_TOOL_FAILURE_STOP_MESSAGE
@@ -37,10 +37,6 @@ INVALID = {
     "turns": [{"calls": [{"tool": "read_file", "args": {"path": 7}}], "repeat": 4}],
     "final_text": "never",
 }
-
-
-def decisions(response: Any) -> list[str]:
-    return [row["decision"] for row in response.field_meta["toolFailureGuard"]["batches"]]
 
 
 def system_texts(history: list[Message]) -> list[str]:

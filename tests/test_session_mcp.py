@@ -12,13 +12,13 @@ import asyncio
 import os
 import signal
 import sys
-from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
 import mcp_types as types
 import pytest
 from acp.schema import HttpMcpServer, McpServerStdio
+from e2e_helpers import run
 from mcp_servers import edge_server, read_pid
 
 from guard import Observation, classify_observation
@@ -43,10 +43,6 @@ from session.tools import InvalidToolParams, Tool, ToolContext
 
 T = TypeVar("T")
 DOCS = Path(__file__).resolve().parent.parent / "docs"
-
-
-def run(coro: Coroutine[Any, Any, T]) -> T:
-    return asyncio.run(asyncio.wait_for(coro, 60))
 
 
 # -- naming, kind, validation, result text -------------------------------------------

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 import uuid
 from pathlib import Path
 from typing import IO, Any
@@ -22,6 +21,7 @@ from typing import IO, Any
 import attrs
 from acp import text_block
 from acp.schema import McpServerStdio, PromptResponse
+from e2e_helpers import telemetry_documents
 
 from session import telemetry
 from session.client import RecordingClient, spawn_guarded_agent
@@ -129,19 +129,6 @@ def run_agent(root: Path, sentinel: str, stderr: IO[Any]) -> Run:
         history=[(m.role, m.kind, m.parts) for m in messages],
         session_id=session_id,
     )
-
-
-def telemetry_documents(text: str) -> list[dict[str, Any]]:
-    """The JSON documents the console exporters printed (each starts at column 0)."""
-    decoder = json.JSONDecoder()
-    documents: list[dict[str, Any]] = []
-    end = 0
-    for match in re.finditer(r"^\{", text, re.MULTILINE):
-        if match.start() < end:
-            continue
-        document, end = decoder.raw_decode(text, match.start())
-        documents.append(document)
-    return documents
 
 
 def metric_points(documents: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
