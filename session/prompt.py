@@ -166,8 +166,10 @@ class PromptRun:
             try:
                 turn = await race_cancel(request, s._cancelled)
             except Cancelled:
+                self._keep_shown(shown)
                 return self.end("cancelled")
             except ModelError as exc:
+                self._keep_shown(shown)
                 raise RequestError.internal_error(
                     {"details": f"model request failed: {exc}"}
                 ) from exc
@@ -231,6 +233,23 @@ class PromptRun:
                 ),
             )
         return decision
+
+    def _keep_shown(self, shown: list[str]) -> None:
+        """A turn that ended early still persists the text the client was shown.
+
+        So ``session/load`` replays what the user saw, and the next request
+        tells the model what it had already said.
+        """
+        if shown:
+            text = "".join(shown)
+            self.session._record(
+                Message(
+                    role="model",
+                    kind="model",
+                    prompt_id=self.prompt_id,
+                    parts=(Part(kind="text", text=text),),
+                )
+            )
 
     async def _show(self, shown: list[str], delta: str) -> None:
         """A streamed text delta: shown to the client as it arrives, remembered as shown."""

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from acp.exceptions import RequestError
 from acp.schema import PermissionOption, RequestPermissionResponse, ToolCallUpdate
 
 from guard import (
@@ -21,7 +22,7 @@ from session.drain import MidTurnInput
 from session.executor import Executor
 from session.history import HistoryStore
 from session.loop import GuardedSession, SessionOptions
-from session.model import ScriptedModel, load_scenario, parse_scenario
+from session.model import ModelError, ScriptedModel, load_scenario, parse_scenario
 from session.prompt import TODO_CONTINUATION_MESSAGE
 from session.telemetry import GuardTelemetry, NullTelemetry
 from session.tools import ToolContext, default_tools
@@ -264,3 +265,67 @@ def test_a_stop_suspends_the_todo_stop_guard(tmp_path: Path) -> None:
     # [function responses, todo reminder, REMINDER]
     assert [p.kind for p in warned[0].parts][-2:] == ["system", "system"]
     assert warned[0].parts[-1].text == REPEATED_TOOL_FAILURE_REMINDER
+
+
+class _StreamsThenStalls:
+    """Streams a first delta, then never finishes the turn (or fails, when asked)."""
+
+    def __init__(self, fail: bool = False) -> None:
+        self.fail = fail
+        self.streamed = asyncio.Event()
+
+    async def generate(self, history: Any) -> Any:
+        raise AssertionError("a streaming model is asked through generate_streaming")
+
+    async def generate_streaming(self, history: Any, *, tools: Any, on_text: Any) -> Any:
+        await on_text("Let me look at ")
+        self.streamed.set()
+        if self.fail:
+            raise ModelError("the stream broke")
+        await asyncio.Event().wait()
+
+
+def _streaming_session(tmp_path: Path, model: Any) -> tuple[GuardedSession, HistoryStore]:
+    client = FakeClient()
+    store = HistoryStore(tmp_path / "state")
+    store.create("s1", str(tmp_path))
+    session = GuardedSession(
+        session_id="s1",
+        client=client,
+        model=model,
+        executor_factory=lambda s: Executor(
+            default_tools(), ToolContext(cwd=tmp_path), s.ask_permission
+        ),
+        store=store,
+        telemetry=NullTelemetry(),
+        mode=GuardMode.SHADOW,
+        drain=MidTurnInput("s1", client.ext_method),
+        options=SessionOptions(),
+    )
+    return session, store
+
+
+def _model_texts(store: HistoryStore) -> list[str]:
+    messages = store.load_session("s1").messages
+    return [t for m in messages if m.role == "model" for t in m.texts("text")]
+
+
+def test_text_streamed_before_a_cancel_is_persisted(tmp_path: Path) -> None:
+    model = _StreamsThenStalls()
+    session, store = _streaming_session(tmp_path, model)
+
+    async def go() -> Any:
+        prompt = asyncio.ensure_future(session.run_prompt(["go"], channel=False))
+        await asyncio.wait_for(model.streamed.wait(), 10)
+        session.cancel()
+        return await asyncio.wait_for(prompt, 10)
+
+    assert asyncio.run(go()).stop_reason == "cancelled"
+    assert _model_texts(store) == ["Let me look at "]
+
+
+def test_text_streamed_before_a_model_error_is_persisted(tmp_path: Path) -> None:
+    session, store = _streaming_session(tmp_path, _StreamsThenStalls(fail=True))
+    with pytest.raises(RequestError):
+        asyncio.run(session.run_prompt(["go"], channel=False))
+    assert _model_texts(store) == ["Let me look at "]
