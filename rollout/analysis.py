@@ -74,6 +74,24 @@ def invariants(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, Any]]:
     return result
 
 
+def enforced_stops(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, Any]]:
+    """environment -> {stops, defects, examples}: enforced stops that are not well formed."""
+    rows = con.execute(
+        f"""WITH d(environment, prompt_id) AS ({sql.ENFORCED_STOPS_MALFORMED}),
+                 s AS (SELECT environment, count(DISTINCT prompt_id) AS stops
+                       FROM guard_events WHERE decision = 'stopped' GROUP BY environment),
+                 v AS (SELECT environment, count(*) AS defects,
+                              list(prompt_id ORDER BY prompt_id)[1:{EXAMPLES}] AS examples
+                       FROM d GROUP BY environment)
+            SELECT s.environment, s.stops, coalesce(v.defects, 0), coalesce(v.examples, [])
+            FROM s LEFT JOIN v ON v.environment IS NOT DISTINCT FROM s.environment"""
+    ).fetchall()
+    return {
+        str(env): {"stops": int(stops), "defects": int(defects), "examples": list(examples)}
+        for env, stops, defects, examples in rows
+    }
+
+
 def check(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
     """Phase 1/2: invariants, volumes and rates, days covered, per environment."""
     missing = _missing_resource(con)
@@ -250,6 +268,7 @@ def gates(
                WHERE mode IN ('warn', 'enforce') AND environment IS NOT NULL ORDER BY 1"""
         ).fetchall()
     ]
+    stops = enforced_stops(con)
     environments: dict[str, Any] = {}
     for env in envs:
         assignment = _assignment(con, env)
@@ -357,6 +376,22 @@ def gates(
                 "margin": 0,
                 "verdict": (Verdict.PASS if violations == 0 else Verdict.FAIL).value,
                 "note": "",
+            }
+        )
+        malformed = stops.get(env, {"stops": 0, "defects": 0, "examples": []})
+        results.append(
+            {
+                "gate": "enforced_stops_well_formed",
+                "kind": "count",
+                "estimate": malformed["defects"],
+                "low": None,
+                "high": None,
+                "margin": 0,
+                "verdict": (Verdict.PASS if malformed["defects"] == 0 else Verdict.FAIL).value,
+                "note": f"{malformed['stops']} enforced stop(s) checked: expected key, "
+                "reminder, complete receipts, kept history",
+                "examples": malformed["examples"],
+                "stops_checked": malformed["stops"],
             }
         )
         passed = all(g["verdict"] == Verdict.PASS.value for g in results)

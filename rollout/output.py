@@ -97,6 +97,8 @@ def gates_table(result: dict[str, Any]) -> str:
                 f"{_num(g['low']):>10}{_num(g['high']):>10}  {_num(g['margin']):<14}"
                 f"{g['verdict']}"
             )
+            if g.get("examples"):
+                lines.append(f"    examples: {', '.join(g['examples'])}")
     verdict = "may advance" if result["may_advance"] else "may NOT advance"
     lines.append(f"gates: {verdict}")
     return "\n".join(lines)

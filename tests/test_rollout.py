@@ -12,10 +12,11 @@ import math
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import numpy as np
 import pytest
 
-from rollout import analysis, assign, load, stats
+from rollout import analysis, assign, load, sql, stats
 from rollout.simulate import FleetConfig, simulate
 from tool_failure_guard.cli import main
 
@@ -142,7 +143,9 @@ def test_a_neutral_treatment_passes_every_gate(neutral: tuple[Path, dict[str, An
     env = judged["environments"]["internal"]
     verdicts = {g["gate"]: g["verdict"] for g in env["gates"]}
     assert verdicts == dict.fromkeys(verdicts, "pass"), env["gates"]
-    assert len(verdicts) == 8
+    assert len(verdicts) == 9
+    stops = next(g for g in env["gates"] if g["gate"] == "enforced_stops_well_formed")
+    assert stops["stops_checked"] > 0 and stops["examples"] == []
     # Half the owners treated: the assignment check (≤ 5 %) holds the rollout back.
     assert env["assignment"]["problems"] == ["treatment is 51.1% of owners (at most 5 %)"]
     assert env["may_advance"] is False
@@ -217,6 +220,149 @@ def test_an_injected_invariant_violation_is_found_with_its_prompt_id(tmp_path: P
     others = {k: v["violations"] for k, v in internal["invariants"].items()}
     assert sum(others.values()) == 1
     assert checked["may_advance"] is False
+
+
+def _stop_records(
+    prompt: str,
+    *,
+    environment: str = "internal",
+    reminder: str = "warned",
+    warned_error_type: str = "mcp_tool_error",
+    warned_tool_type: str = "mcp",
+    complete: bool = True,
+    outcome: tuple[str, str | None] = ("end_turn", "repeated_tool_execution_failure"),
+    loop_detected: bool = True,
+) -> list[tuple[str, dict[str, str], dict[str, str]]]:
+    """One enforced-stop prompt as (event, resource, attributes) rows of the ``logs`` table."""
+    resource = {
+        "deployment.environment": environment,
+        "enduser.pseudo.id": f"owner-{prompt}",
+        "service.version": "1.0.0",
+    }
+
+    def guard(decision: str, batch: int, **fields: str) -> dict[str, str]:
+        return {
+            "route": "acp_foreground",
+            "mode": "enforce",
+            "decision": decision,
+            "prompt_id": prompt,
+            "candidate_ordinal": "1",
+            "batch_ordinal": str(batch),
+            "receipt_complete": "true",
+            "execution_error_type": "mcp_tool_error",
+            "tool_type": "mcp",
+            **fields,
+        }
+
+    stop_reason, loop_type = outcome
+    prompt_record = {
+        "prompt_id": prompt,
+        "route": "acp_foreground",
+        "mode": "enforce",
+        "stop_reason": stop_reason,
+        "model_turns": "3",
+        "tool_calls": "12",
+        "tool_call_cap": "40",
+        "wall_time_ms": "9000",
+        "drain_supported": "true",
+    } | ({"loop_type": loop_type} if loop_type else {})
+    rows = [
+        ("guard", resource, guard("tracked", 1, receipt_complete=str(complete).lower())),
+        (
+            "guard",
+            resource,
+            guard(reminder, 2, execution_error_type=warned_error_type, tool_type=warned_tool_type),
+        ),
+        ("guard", resource, guard("stopped", 3)),
+        ("prompt", resource, prompt_record),
+    ]
+    rows += [
+        (
+            "call",
+            resource,
+            {
+                "prompt_id": prompt,
+                "batch_ordinal": str(batch),
+                "call_ordinal": "0",
+                "terminal_status": "error",
+                "execution_status": "error",
+                "execution_error_type": "mcp_tool_error",
+                "tool_type": "mcp",
+                "provider_duplicate": "false",
+            },
+        )
+        for batch in (1, 2, 3)
+    ]
+    if loop_detected:
+        rows.append(("loop", resource, {"loop_type": str(loop_type), "prompt_id": prompt}))
+    return rows
+
+
+def test_malformed_enforced_stops_fail_their_gate_with_prompt_ids() -> None:
+    """A hand-built ``logs`` table (the documented layout): one good stop, six defects.
+
+    The defects the invariants cannot see (a ``would_warn`` instead of the real
+    reminder, a different key, a stop not persisted or not reported) are found
+    by the gate alone, each with its prompt id, per environment.
+    """
+    events = {
+        "guard": "tool_failure_guard.repeated_tool_failure_guard",
+        "prompt": "tool_failure_guard.prompt",
+        "loop": "tool_failure_guard.loop_detected",
+        "call": "tool_failure_guard.tool_call",
+    }
+    rows = [
+        *_stop_records("a-good########1"),
+        *_stop_records("b-no-reminder########1", reminder="would_warn"),
+        *_stop_records("c-other-error-type########1", warned_error_type="timeout"),
+        *_stop_records("d-other-tool-type########1", warned_tool_type="native"),
+        *_stop_records("e-incomplete########1", complete=False),
+        *_stop_records("f-not-persisted########1", outcome=("error", None), loop_detected=False),
+        *_stop_records("g-unreported########1", environment="public", loop_detected=False),
+        *_stop_records("h-good########1", environment="public"),
+    ]
+    con = duckdb.connect()
+    con.execute(sql.LOGS_TABLE)
+    for second, (kind, resource, attributes) in enumerate(rows):
+        con.execute(
+            "INSERT INTO logs VALUES (TIMESTAMP '2026-11-01 10:00:00' + to_seconds(?), ?, "
+            "MAP(?::VARCHAR[], ?::VARCHAR[]), MAP(?::VARCHAR[], ?::VARCHAR[]))",
+            [
+                second,
+                events[kind],
+                list(resource),
+                list(resource.values()),
+                list(attributes),
+                list(attributes.values()),
+            ],
+        )
+    load.build_views(con)
+    analysis.prepare(con)
+    judged = analysis.gates(con)
+    found = {
+        env: next(g for g in e["gates"] if g["gate"] == "enforced_stops_well_formed")
+        for env, e in judged["environments"].items()
+    }
+    assert found["internal"]["verdict"] == "fail"
+    assert found["internal"]["estimate"] == 5 and found["internal"]["stops_checked"] == 6
+    assert found["internal"]["examples"] == [
+        "b-no-reminder########1",
+        "c-other-error-type########1",
+        "d-other-tool-type########1",
+        "e-incomplete########1",
+        "f-not-persisted########1",
+    ]
+    assert found["public"]["examples"] == ["g-unreported########1"]
+    assert found["public"]["verdict"] == "fail" and judged["may_advance"] is False
+    # The invariants see only the incomplete receipt: the other defects are the gate's.
+    checked = analysis.check(con)["environments"]
+    violations = {
+        (env, name): v["examples"]
+        for env, found_in in checked.items()
+        for name, v in found_in["invariants"].items()
+        if v["violations"]
+    }
+    assert violations == {("internal", "incomplete_batch_decision"): ["e-incomplete########1"]}
 
 
 # -- refusals and bad input ---------------------------------------------------------
