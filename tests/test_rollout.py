@@ -12,6 +12,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+import attrs
 import duckdb
 import numpy as np
 import pytest
@@ -173,6 +174,83 @@ def test_check_and_gates_commands_exit_status_and_report(
     assert page.count("data:image/png;base64,") == 2
     assert (report / "gate_intervals.png").stat().st_size > 1000
     assert [p.name for p in tmp_path.iterdir()] == ["report"]  # no staging left behind
+
+
+#: Phase 2 fleets: the same owners (same seed) in shadow for a week, then in warn for a week.
+#: Loops are rarer than in NEUTRAL so warn's own benefit (loops ending at the reminder)
+#: does not hide a cost it adds elsewhere.
+PHASE2 = FleetConfig(
+    **{
+        **{k: getattr(NEUTRAL, k) for k in ("error_rate", "cancel_rate", "recover_rate")},
+        "owners": 150,
+        "days": 7,
+        "prompts_per_day": 5,
+        "loop_rate": 0.03,
+        "disconnect_after_failure": 0.05,
+        "retry_after_failure": 0.2,
+        "heterogeneity": 0.5,
+        "work_turns_max": 1,
+        "calls_per_turn_max": 1,
+        "phase": "shadow",
+        "seed": 21,
+    }
+)
+
+
+@pytest.fixture(scope="module")
+def shadow_week(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("phase2") / "shadow.jsonl"
+    simulate(PHASE2, out, workers=2)
+    return out
+
+
+def _warn_week(shadow: Path, tmp_path: Path, **changes: Any) -> dict[str, Any]:
+    warn = tmp_path / "warn.jsonl"
+    simulate(attrs.evolve(PHASE2, phase="warn", start_day=7, **changes), warn, workers=2)
+    con = load.connect([shadow, warn])
+    analysis.prepare(con)
+    return analysis.gates(con, phase="warn")
+
+
+def test_a_neutral_warn_week_passes_the_phase2_comparison(
+    shadow_week: Path, tmp_path: Path
+) -> None:
+    judged = _warn_week(shadow_week, tmp_path)
+    assert judged["phase"] == "warn" and "NOT randomised" in judged["comparison"]
+    env = judged["environments"]["internal"]
+    assert (env["treatment_mode"], env["control_mode"]) == ("warn", "shadow")
+    assert env["treatment_owners"] == env["control_owners"] > 140  # the same owners, twice
+    verdicts = {g["gate"]: g["verdict"] for g in env["gates"]}
+    assert verdicts == {
+        "cancel_rate": "pass",
+        "disconnect_or_retry_10min": "pass",
+        "p95_latency": "pass",
+        "mean_tokens": "pass",
+        "mean_turns": "pass",
+        "invariants_zero": "pass",
+    }, env["gates"]
+    periods = env["before_after"]["periods"]
+    assert periods["shadow"]["first_day"] == "2026-11-01"
+    assert periods["warn"]["first_day"] == "2026-11-08"
+    assert env["before_after"]["ok"] and judged["may_advance"] is True
+
+
+def test_a_warn_week_with_more_turns_fails_the_turns_gate(
+    shadow_week: Path, tmp_path: Path
+) -> None:
+    judged = _warn_week(shadow_week, tmp_path, turns_effect=0.3)  # +30 % turns, normal prompts
+    env = judged["environments"]["internal"]
+    turns = next(g for g in env["gates"] if g["gate"] == "mean_turns")
+    assert turns["verdict"] == "fail" and turns["low"] > 1.10, turns
+    assert judged["may_advance"] is False
+
+
+def test_gates_phase_warn_command_labels_the_before_after_comparison(
+    shadow_week: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Only shadow prompts: no environment ran warn yet, so nothing may advance.
+    assert main(["rollout", "gates", str(shadow_week), "--phase", "warn"]) == 1
+    assert "phase warn: before/after, NOT randomised" in capsys.readouterr().out
 
 
 def test_a_harmful_treatment_fails_the_completion_gate(tmp_path: Path) -> None:
@@ -455,3 +533,6 @@ def test_simulate_command_writes_the_fleet(
     assert "simulated 3 owners" in capsys.readouterr().out
     assert out.stat().st_size > 0 and [p.name for p in tmp_path.iterdir()] == ["fleet.jsonl"]
     assert main([*args, "--prompts-per-day", "0"]) == 2
+    assert main([*args, "--start-day", "-1"]) == 2
+    assert main([*args, "--phase", "warn", "--start-day", "7", "--turns-effect", "0.3"]) == 0
+    assert "simulated 3 owners" in capsys.readouterr().out
