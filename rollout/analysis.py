@@ -1,4 +1,4 @@
-"""``rollout check`` (Phase 1/2) and ``rollout gates`` (Phase 3) over a loaded connection.
+"""``rollout check`` (Phase 1/2) and ``rollout gates`` (Phase 3; ``--phase warn``: Phase 2).
 
 Both return plain JSON-ready dicts (the ``--json`` output) with a top-level
 ``may_advance``; :mod:`rollout.output` renders them for people.
@@ -72,6 +72,24 @@ def invariants(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, Any]]:
             )
             entry[name] = {"description": desc, "violations": int(count), "examples": examples}
     return result
+
+
+def enforced_stops(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, Any]]:
+    """environment -> {stops, defects, examples}: enforced stops that are not well formed."""
+    rows = con.execute(
+        f"""WITH d(environment, prompt_id) AS ({sql.ENFORCED_STOPS_MALFORMED}),
+                 s AS (SELECT environment, count(DISTINCT prompt_id) AS stops
+                       FROM guard_events WHERE decision = 'stopped' GROUP BY environment),
+                 v AS (SELECT environment, count(*) AS defects,
+                              list(prompt_id ORDER BY prompt_id)[1:{EXAMPLES}] AS examples
+                       FROM d GROUP BY environment)
+            SELECT s.environment, s.stops, coalesce(v.defects, 0), coalesce(v.examples, [])
+            FROM s LEFT JOIN v ON v.environment IS NOT DISTINCT FROM s.environment"""
+    ).fetchall()
+    return {
+        str(env): {"stops": int(stops), "defects": int(defects), "examples": list(examples)}
+        for env, stops, defects, examples in rows
+    }
 
 
 def check(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
@@ -161,6 +179,7 @@ _OWNER_SUMS = """
 SELECT owner,
        count(*)::DOUBLE AS n,
        sum(completed::INT)::DOUBLE AS completed,
+       sum((stop_reason = 'cancelled')::INT)::DOUBLE AS cancelled,
        sum(disconnect_or_retry::INT)::DOUBLE AS dor,
        coalesce(sum(input_tokens + output_tokens), 0)::DOUBLE AS tokens,
        count(input_tokens + output_tokens)::DOUBLE AS tokens_n,
@@ -182,6 +201,7 @@ GROUP BY owner ORDER BY owner
 _COLUMNS = (
     "n",
     "completed",
+    "cancelled",
     "dor",
     "tokens",
     "tokens_n",
@@ -238,30 +258,131 @@ def _gate(
     }
 
 
+#: ``rollout gates --phase``: (treatment mode, control mode).
+ARMS: Final = {"enforce": ("enforce", "warn"), "warn": ("warn", "shadow")}
+#: How each phase's arms came about (printed with the result: it is not the same evidence).
+COMPARISONS: Final = {
+    "enforce": "randomised per owner: enforce owners (treatment) against warn owners (control)",
+    "warn": "before/after, NOT randomised: the environment's warn prompts (treatment) against "
+    "its earlier shadow prompts (control); time, traffic and model changes between the "
+    "periods are not controlled",
+}
+#: Phase 2 cancel-rate margin (T − C): the specification gives none; the same as the
+#: disconnect-or-retry margin, the other measure of a user abandoning a prompt.
+CANCEL_MARGIN: Final = 0.005
+
+
+def _count_gate(name: str, count: int, note: str = "", **extra: Any) -> dict[str, Any]:
+    return {
+        "gate": name,
+        "kind": "count",
+        "estimate": count,
+        "low": None,
+        "high": None,
+        "margin": 0,
+        "verdict": (Verdict.PASS if count == 0 else Verdict.FAIL).value,
+        "note": note,
+        **extra,
+    }
+
+
 def gates(
-    con: duckdb.DuckDBPyConnection, *, seed: int = 0, replicates: int = 200
+    con: duckdb.DuckDBPyConnection,
+    *,
+    phase: str = "enforce",
+    seed: int = 0,
+    replicates: int = 200,
 ) -> dict[str, Any]:
-    """Phase 3: treatment (enforce owners) against control (warn owners), per environment."""
+    """Compare treatment against control per environment with owner-level intervals.
+
+    ``phase="enforce"`` (Phase 3): enforce owners against warn owners of the same
+    wave, randomised per owner.  ``phase="warn"`` (Phase 2): the environment's warn
+    prompts against its shadow prompts -- a before/after comparison of the same
+    owners, not randomised, judged with the same machinery and margins.
+    """
+    if phase not in ARMS:
+        raise ValueError(f"unknown phase {phase!r} (expected one of {', '.join(ARMS)})")
+    treatment_mode, control_mode = ARMS[phase]
     checked = check(con)
     envs = [
         str(r[0])
         for r in con.execute(
             """SELECT DISTINCT environment FROM prompt_facts
-               WHERE mode IN ('warn', 'enforce') AND environment IS NOT NULL ORDER BY 1"""
+               WHERE mode IN (?, ?) AND environment IS NOT NULL ORDER BY 1""",
+            # Phase 2: only environments that ran warn (the others are still in shadow).
+            [treatment_mode, treatment_mode if phase == "warn" else control_mode],
         ).fetchall()
     ]
+    stops = enforced_stops(con) if phase == "enforce" else {}
     environments: dict[str, Any] = {}
     for env in envs:
-        assignment = _assignment(con, env)
-        t_owners, t = _arm(con, env, "enforce")
-        c_owners, c = _arm(con, env, "warn")
-        results: list[dict[str, Any]] = []
+        t_owners, t = _arm(con, env, treatment_mode)
+        c_owners, c = _arm(con, env, control_mode)
+        results = _metric_gates(
+            con, env, phase, (t_owners, t), (c_owners, c), seed=seed, replicates=replicates
+        )
+        env_check = checked["environments"].get(env, {})
+        violations = sum(v["violations"] for v in env_check.get("invariants", {}).values())
+        results.append(_count_gate("invariants_zero", violations))
+        if phase == "enforce":
+            malformed = stops.get(env, {"stops": 0, "defects": 0, "examples": []})
+            results.append(
+                _count_gate(
+                    "enforced_stops_well_formed",
+                    malformed["defects"],
+                    f"{malformed['stops']} enforced stop(s) checked: expected key, "
+                    "reminder, complete receipts, kept history",
+                    examples=malformed["examples"],
+                    stops_checked=malformed["stops"],
+                )
+            )
+            design = _assignment(con, env)
+        else:
+            design = _before_after(con, env)
+        passed = all(g["verdict"] == Verdict.PASS.value for g in results)
+        environments[env] = {
+            "treatment_mode": treatment_mode,
+            "control_mode": control_mode,
+            "treatment_owners": len(t_owners),
+            "control_owners": len(c_owners),
+            "treatment_prompts": int(_col(t, "n").sum()) if len(t_owners) else 0,
+            "control_prompts": int(_col(c, "n").sum()) if len(c_owners) else 0,
+            "gates": results,
+            ("assignment" if phase == "enforce" else "before_after"): design,
+            "may_advance": passed and design["ok"] and not checked["refused"],
+        }
+    return {
+        "command": "gates",
+        "phase": phase,
+        "comparison": COMPARISONS[phase],
+        "refused": checked["refused"],
+        "resource": checked["resource"],
+        "environments": environments,
+        "may_advance": bool(environments)
+        and not checked["refused"]
+        and all(e["may_advance"] for e in environments.values()),
+    }
 
-        def pair(
-            num: str, den: str, t: Array = t, c: Array = c
-        ) -> tuple[tuple[Array, Array], tuple[Array, Array]]:
-            return (_col(t, num), _col(t, den)), (_col(c, num), _col(c, den))
 
+def _metric_gates(
+    con: duckdb.DuckDBPyConnection,
+    env: str,
+    phase: str,
+    treatment: tuple[list[str], Array],
+    control: tuple[list[str], Array],
+    *,
+    seed: int,
+    replicates: int,
+) -> list[dict[str, Any]]:
+    """The interval gates: Phase 3's list, or Phase 2's (cancels, reconnects, cost)."""
+    (t_owners, t), (c_owners, c) = treatment, control
+    treatment_mode, control_mode = ARMS[phase]
+    results: list[dict[str, Any]] = []
+
+    def pair(num: str, den: str) -> tuple[tuple[Array, Array], tuple[Array, Array]]:
+        return (_col(t, num), _col(t, den)), (_col(c, num), _col(c, den))
+
+    if phase == "enforce":
         completion = stats.difference_interval(*pair("completed", "n"))
         results.append(
             _gate(
@@ -272,111 +393,137 @@ def gates(
                 stats.lower_bound_verdict(completion, -0.01),
             )
         )
-        dor = stats.difference_interval(*pair("dor", "n"))
+    else:
+        cancels = stats.difference_interval(*pair("cancelled", "n"))
         results.append(
             _gate(
-                "disconnect_or_retry_10min",
+                "cancel_rate",
                 "T − C (rate)",
-                dor,
-                0.005,
-                stats.upper_bound_verdict(dor, 0.005),
+                cancels,
+                CANCEL_MARGIN,
+                stats.upper_bound_verdict(cancels, CANCEL_MARGIN),
+                "margin chosen as for disconnect-or-retry (the specification gives none)",
             )
         )
-        if len(t_owners) and len(c_owners):
-            lat = stats.poisson_bootstrap_quantile_ratio(
-                _latencies(con, env, "enforce", t_owners),
-                _latencies(con, env, "warn", c_owners),
-                replicates=replicates,
-                seed=seed,
-            )
-        else:
-            lat = Interval(estimate=math.nan, low=math.nan, high=math.nan)
-        results.append(
-            _gate(
-                "p95_latency",
-                "T / C",
-                lat,
-                1.10,
-                stats.upper_bound_verdict(lat, 1.10),
-                "owner-level Poisson bootstrap",
-            )
+    dor = stats.difference_interval(*pair("dor", "n"))
+    results.append(
+        _gate(
+            "disconnect_or_retry_10min",
+            "T − C (rate)",
+            dor,
+            0.005,
+            stats.upper_bound_verdict(dor, 0.005),
         )
-        tokens = stats.ratio_interval(*pair("tokens", "tokens_n"))
-        results.append(
-            _gate(
-                "mean_tokens",
-                "T / C",
-                tokens,
-                1.10,
-                stats.upper_bound_verdict(tokens, 1.10),
-                "" if tokens.finite else "the model reported no tokens",
-            )
+    )
+    if len(t_owners) and len(c_owners):
+        lat = stats.poisson_bootstrap_quantile_ratio(
+            _latencies(con, env, treatment_mode, t_owners),
+            _latencies(con, env, control_mode, c_owners),
+            replicates=replicates,
+            seed=seed,
         )
-        turns = stats.ratio_interval(*pair("turns", "n"))
-        results.append(
-            _gate("mean_turns", "T / C", turns, 1.10, stats.upper_bound_verdict(turns, 1.10))
+    else:
+        lat = Interval(estimate=math.nan, low=math.nan, high=math.nan)
+    results.append(
+        _gate(
+            "p95_latency",
+            "T / C",
+            lat,
+            1.10,
+            stats.upper_bound_verdict(lat, 1.10),
+            "owner-level Poisson bootstrap",
         )
-        stop_rate = stats.ratio_interval(
-            (_col(t, "stops"), _col(t, "n")), (_col(c, "would_stops"), _col(c, "n"))
+    )
+    tokens = stats.ratio_interval(*pair("tokens", "tokens_n"))
+    results.append(
+        _gate(
+            "mean_tokens",
+            "T / C",
+            tokens,
+            1.10,
+            stats.upper_bound_verdict(tokens, 1.10),
+            "" if tokens.finite else "the model reported no tokens",
         )
-        results.append(
-            _gate(
-                "stopped_loop_rate",
-                "T stops / C would_stops",
-                stop_rate,
-                list(CONSISTENCY_BOUNDS),
-                stats.equivalence_verdict(stop_rate, *CONSISTENCY_BOUNDS),
-            )
+    )
+    turns = stats.ratio_interval(*pair("turns", "n"))
+    results.append(
+        _gate("mean_turns", "T / C", turns, 1.10, stats.upper_bound_verdict(turns, 1.10))
+    )
+    if phase != "enforce":
+        return results
+    stop_rate = stats.ratio_interval(
+        (_col(t, "stops"), _col(t, "n")), (_col(c, "would_stops"), _col(c, "n"))
+    )
+    results.append(
+        _gate(
+            "stopped_loop_rate",
+            "T stops / C would_stops",
+            stop_rate,
+            list(CONSISTENCY_BOUNDS),
+            stats.equivalence_verdict(stop_rate, *CONSISTENCY_BOUNDS),
         )
-        where = stats.ratio_interval(
-            (_col(t, "calls_in_stops"), _col(t, "stops")),
-            (_col(c, "calls_to_would_stop"), _col(c, "would_stops")),
+    )
+    where = stats.ratio_interval(
+        (_col(t, "calls_in_stops"), _col(t, "stops")),
+        (_col(c, "calls_to_would_stop"), _col(c, "would_stops")),
+    )
+    saved = _saved_calls_estimate(t, c)
+    results.append(
+        _gate(
+            "saved_calls",
+            "T calls/stop ÷ C calls/would_stop",
+            where,
+            list(CONSISTENCY_BOUNDS),
+            stats.equivalence_verdict(where, *CONSISTENCY_BOUNDS),
+            f"stops land where warn's would_stop did; estimated calls saved {saved:.0f}"
+            if math.isfinite(saved)
+            else "no stops or no would_stops to compare",
         )
-        saved = _saved_calls_estimate(t, c)
-        results.append(
-            _gate(
-                "saved_calls",
-                "T calls/stop ÷ C calls/would_stop",
-                where,
-                list(CONSISTENCY_BOUNDS),
-                stats.equivalence_verdict(where, *CONSISTENCY_BOUNDS),
-                f"stops land where warn's would_stop did; estimated calls saved {saved:.0f}"
-                if math.isfinite(saved)
-                else "no stops or no would_stops to compare",
-            )
-        )
-        env_check = checked["environments"].get(env, {})
-        violations = sum(v["violations"] for v in env_check.get("invariants", {}).values())
-        results.append(
-            {
-                "gate": "invariants_zero",
-                "kind": "count",
-                "estimate": violations,
-                "low": None,
-                "high": None,
-                "margin": 0,
-                "verdict": (Verdict.PASS if violations == 0 else Verdict.FAIL).value,
-                "note": "",
-            }
-        )
-        passed = all(g["verdict"] == Verdict.PASS.value for g in results)
-        environments[env] = {
-            "treatment_owners": len(t_owners),
-            "control_owners": len(c_owners),
-            "treatment_prompts": int(_col(t, "n").sum()) if len(t_owners) else 0,
-            "control_prompts": int(_col(c, "n").sum()) if len(c_owners) else 0,
-            "gates": results,
-            "assignment": assignment,
-            "may_advance": passed and assignment["ok"] and not checked["refused"],
+    )
+    return results
+
+
+def _before_after(con: duckdb.DuckDBPyConnection, env: str) -> dict[str, Any]:
+    """Phase 2's design facts: the two periods, their days and versions (no randomisation)."""
+    rows = con.execute(
+        """SELECT mode, count(DISTINCT day), min(day), max(day),
+                  list(DISTINCT service_version ORDER BY service_version)
+           FROM prompt_facts
+           WHERE environment = ? AND mode IN ('shadow', 'warn') AND drain_supported
+             AND route = 'acp_foreground'
+           GROUP BY mode""",
+        [env],
+    ).fetchall()
+    periods: dict[str, dict[str, Any]] = {
+        str(mode): {
+            "days_covered": int(days),
+            "first_day": str(first),
+            "last_day": str(last),
+            "service_versions": [str(v) for v in versions],
         }
+        for mode, days, first, last, versions in rows
+    }
+    problems = []
+    for mode, label in (("shadow", "shadow baseline"), ("warn", "warn")):
+        days = periods.get(mode, {}).get("days_covered", 0)
+        if days < MIN_DAYS:
+            problems.append(f"{label} covers {days} day(s), {MIN_DAYS} needed")
+    versions = {v for p in periods.values() for v in p["service_versions"]}
+    if len(versions) > 1:
+        problems.append(
+            f"{len(versions)} service.version values across shadow and warn: the comparison "
+            "would mix a version change with the reminder"
+        )
+    overlap = (
+        "shadow" in periods
+        and "warn" in periods
+        and periods["warn"]["first_day"] < periods["shadow"]["last_day"]
+    )
     return {
-        "command": "gates",
-        "refused": checked["refused"],
-        "resource": checked["resource"],
-        "environments": environments,
-        "may_advance": bool(environments)
-        and not checked["refused"]
-        and all(e["may_advance"] for e in environments.values()),
+        "periods": periods,
+        "overlapping": overlap,
+        "ok": not problems,
+        "problems": problems,
     }
 
 

@@ -35,7 +35,7 @@ def _analyse(args: argparse.Namespace) -> int:
             [("daily_rates", output.daily_plot(analysis.daily_rates(con)))] if args.report else []
         )
     else:
-        result = analysis.gates(con, seed=args.seed, replicates=args.replicates)
+        result = analysis.gates(con, phase=args.phase, seed=args.seed, replicates=args.replicates)
         text = output.gates_table(result)
         figures = (
             [

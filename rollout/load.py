@@ -139,6 +139,12 @@ def connect(paths: Sequence[Path], *, memory_limit: str = "1500MB") -> duckdb.Du
             located = None if path.suffix == ".parquet" else _first_bad_line(path)
             first = str(error).strip().splitlines()[0] if str(error).strip() else ""
             raise InputError(located or f"{path}: unreadable telemetry ({first})") from error
+    build_views(con)
+    return con
+
+
+def build_views(con: duckdb.DuckDBPyConnection) -> None:
+    """Create the analysis views over a filled ``logs`` table (the four read often as tables)."""
     for statement in sql.VIEWS:
         # Materialised once: every invariant and gate reads these, and extracting
         # map values again for each query would dominate the run time.
@@ -147,7 +153,6 @@ def connect(paths: Sequence[Path], *, memory_limit: str = "1500MB") -> duckdb.Du
             if "CREATE VIEW records" not in statement
             else statement
         )
-    return con
 
 
 def export_parquet(con: duckdb.DuckDBPyConnection, path: Path) -> None:

@@ -42,9 +42,19 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     _analysis(check)
     gates = commands.add_parser(
-        "gates", help="Phase 3: enforce owners against warn owners, owner-level intervals"
+        "gates",
+        help="Phase 3: enforce owners against warn owners (--phase warn: Phase 2, warn "
+        "prompts against shadow prompts, before/after), owner-level intervals",
     )
     _analysis(gates)
+    gates.add_argument(
+        "--phase",
+        choices=("warn", "enforce"),
+        default="enforce",
+        help="enforce (default): Phase 3, enforce owners against warn owners, randomised; "
+        "warn: Phase 2, warn prompts against the same environment's shadow prompts "
+        "(a before/after comparison, not randomised)",
+    )
     gates.add_argument(
         "--replicates", type=int, default=200, help="bootstrap replicates (default: 200)"
     )
@@ -87,7 +97,21 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--completion-effect",
         type=float,
         default=0.0,
-        help="treatment change in completion probability, e.g. -0.03",
+        help="treatment change in completion probability, e.g. -0.03 (treatment: enforce "
+        "owners; with --phase warn every owner)",
+    )
+    simulate.add_argument(
+        "--turns-effect",
+        type=float,
+        default=0.0,
+        help="treatment's relative increase in a normal prompt's model turns, e.g. 0.3",
+    )
+    simulate.add_argument(
+        "--start-day",
+        type=int,
+        default=0,
+        help="first simulated day, 0 = 2026-11-01 (e.g. 7 for a warn fleet after a "
+        "7-day shadow fleet of the same --seed, hence the same owners)",
     )
     simulate.add_argument(
         "--unsupported-share",

@@ -73,18 +73,33 @@ def gates_table(result: dict[str, Any]) -> str:
     lines = []
     if result.get("refused"):
         lines.append("REFUSED: records lack deployment.environment or enduser.pseudo.id")
+    phase = result.get("phase", "enforce")
+    lines.append(f"phase {phase}: {result.get('comparison', '')}")
     for env, e in result["environments"].items():
         lines.append(
-            f"environment {env}: treatment {e['treatment_owners']} owners / "
-            f"{e['treatment_prompts']} prompts, control {e['control_owners']} owners / "
-            f"{e['control_prompts']} prompts"
+            f"environment {env}: treatment ({e['treatment_mode']}) {e['treatment_owners']} "
+            f"owners / {e['treatment_prompts']} prompts, control ({e['control_mode']}) "
+            f"{e['control_owners']} owners / {e['control_prompts']} prompts"
         )
-        a = e["assignment"]
-        lines.append(
-            f"  assignment {'ok' if a['ok'] else 'NOT ok'}: treatment share "
-            f"{_pct(a['treatment_share'])}, versions {', '.join(a['service_versions'])}, "
-            f"owners in both arms {a['owners_in_both_arms']}"
-        )
+        if "assignment" in e:
+            a = e["assignment"]
+            lines.append(
+                f"  assignment {'ok' if a['ok'] else 'NOT ok'}: treatment share "
+                f"{_pct(a['treatment_share'])}, versions {', '.join(a['service_versions'])}, "
+                f"owners in both arms {a['owners_in_both_arms']}"
+            )
+        else:
+            a = e["before_after"]
+            periods = "; ".join(
+                f"{mode} {p['first_day']} .. {p['last_day']} ({p['days_covered']} days, "
+                f"versions {', '.join(p['service_versions'])})"
+                for mode, p in sorted(a["periods"].items())
+            )
+            lines.append(
+                f"  before/after {'ok' if a['ok'] else 'NOT ok'} (not randomised): {periods}"
+            )
+            if a["overlapping"]:
+                lines.append("  note: the warn period starts before the shadow period ends")
         for problem in a["problems"]:
             lines.append(f"  - {problem}")
         lines.append(
@@ -97,6 +112,8 @@ def gates_table(result: dict[str, Any]) -> str:
                 f"{_num(g['low']):>10}{_num(g['high']):>10}  {_num(g['margin']):<14}"
                 f"{g['verdict']}"
             )
+            if g.get("examples"):
+                lines.append(f"    examples: {', '.join(g['examples'])}")
     verdict = "may advance" if result["may_advance"] else "may NOT advance"
     lines.append(f"gates: {verdict}")
     return "\n".join(lines)
@@ -139,7 +156,9 @@ def forest_plot(result: dict[str, Any]) -> Any:
         ax.set_ylim(-1, 1)
         ax.tick_params(axis="x", labelsize=7)
         ax.text(1.01, 0.5, g["verdict"], transform=ax.transAxes, va="center", fontsize=8)
-    figure.suptitle("gate intervals (line: 95 % interval, dot: estimate, dashed: margin)")
+    phase = result.get("phase", "enforce")
+    design = "before/after, not randomised" if phase == "warn" else "randomised per owner"
+    figure.suptitle(f"{phase} gates ({design}): line 95 % interval, dot estimate, dashed margin")
     figure.tight_layout()
     return figure
 

@@ -17,7 +17,11 @@ Each owner gets a Resource with ``deployment.environment``,
 ``enduser.pseudo.id`` and ``service.version``; the arm comes from
 :func:`rollout.assign.in_treatment`.  The treatment effect is configurable
 (``completion_effect``: the treatment's change in completion probability,
-realised as extra model errors), so tests know the truth.  History is kept in
+realised as extra model errors; ``turns_effect``: its relative increase in a
+normal prompt's model turns), so tests know the truth.  The treatment is the
+enforce owners of an enforce fleet, and every owner of a warn fleet (Phase 2
+compares warn against the shadow fleet of the same owners, ``start_day``
+later).  History is kept in
 memory (:class:`MemoryHistory`): persistence is not what is measured here.
 """
 
@@ -71,6 +75,10 @@ class FleetConfig:
     salt: str = "wave-1"
     environment: str = "internal"
     completion_effect: float = 0.0
+    #: The treatment's relative increase in a normal prompt's model turns (0.3: +30 %).
+    turns_effect: float = 0.0
+    #: First simulated day (0: 2026-11-01): a warn fleet after a 7-day shadow fleet starts at 7.
+    start_day: int = 0
     unsupported_share: float = 0.05
     seed: int = 1
     #: Fleet-wide base rates per prompt (owners vary around them on the logit scale).
@@ -326,8 +334,10 @@ def _logistic(x: float) -> float:
 
 
 def _plan(owner: Owner, config: FleetConfig, rng: random.Random) -> PromptPlan:
+    # The phase's treatment: enforce owners (Phase 3), or every owner of a warn fleet (Phase 2).
+    affected = owner.treated or config.phase == "warn"
     error_rate = owner.error_rate
-    if owner.treated and config.completion_effect < 0:
+    if affected and config.completion_effect < 0:
         error_rate += -config.completion_effect
     draw = rng.random()
     if draw < error_rate:
@@ -338,9 +348,13 @@ def _plan(owner: Owner, config: FleetConfig, rng: random.Random) -> PromptPlan:
         kind = "loop"
     else:
         kind = "normal"
+    work_turns = rng.randint(0, config.work_turns_max)
+    if affected and config.turns_effect > 0:
+        # + turns_effect of the prompt's turns (work turns + the final answer) on average.
+        work_turns += _poisson(rng, config.turns_effect * (work_turns + 1))
     return PromptPlan(
         kind=kind,
-        work_turns=rng.randint(0, config.work_turns_max),
+        work_turns=work_turns,
         recovers=rng.random() < owner.recover_after_reminder,
         spontaneous_after=rng.randint(3, 6),
     )
@@ -349,7 +363,7 @@ def _plan(owner: Owner, config: FleetConfig, rng: random.Random) -> PromptPlan:
 async def _run_owner(
     owner: Owner, config: FleetConfig, rng: random.Random, target: OtlpJsonFile, counter: list[int]
 ) -> None:
-    clock = SimClock(EPOCH)
+    clock = SimClock(EPOCH + config.start_day * DAY)
     resource = Resource.create(
         {
             "service.name": "tool-failure-guard",
@@ -370,7 +384,7 @@ async def _run_owner(
     }
     context = ToolContext(cwd=Path("."))
     first = counter[0]
-    for day in range(config.days):
+    for day in range(config.start_day, config.start_day + config.days):
         prompts = _poisson(rng, config.prompts_per_day)
         if prompts == 0:
             continue
@@ -489,8 +503,10 @@ def _run_chunk(config: FleetConfig, owners: list[Owner], path: Path) -> int:
 
     async def fleet() -> None:
         for owner in owners:
-            # Per-owner seeds: the result does not depend on how owners are split up.
-            rng = random.Random(f"{config.seed}:{owner.owner_id}")
+            # Per-owner seeds: the result does not depend on how owners are split up; a later
+            # period of the same owners (start_day) draws its own prompts.
+            later = f":{config.start_day}" if config.start_day else ""
+            rng = random.Random(f"{config.seed}:{owner.owner_id}{later}")
             await _run_owner(owner, config, rng, target, counter)
 
     try:
@@ -539,10 +555,16 @@ def simulate(config: FleetConfig, out: Path, *, workers: int = 1) -> dict[str, A
 
 
 def main(args: argparse.Namespace) -> int:
-    if args.owners < 1 or args.days < 1 or args.prompts_per_day <= 0:
+    if (
+        args.owners < 1
+        or args.days < 1
+        or args.prompts_per_day <= 0
+        or args.start_day < 0
+        or args.turns_effect < 0
+    ):
         print(
             "tool-failure-guard rollout simulate: --owners, --days and --prompts-per-day "
-            "must be positive",
+            "must be positive, --start-day and --turns-effect not negative",
             file=sys.stderr,
         )
         return 2
@@ -555,6 +577,8 @@ def main(args: argparse.Namespace) -> int:
         salt=args.salt,
         environment=args.environment,
         completion_effect=args.completion_effect,
+        turns_effect=args.turns_effect,
+        start_day=args.start_day,
         unsupported_share=args.unsupported_share,
         seed=args.seed,
     )

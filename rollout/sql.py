@@ -8,7 +8,7 @@ name the records of ``docs/telemetry.md``:
 ``records``       every log record with its resource columns (environment, owner, version)
 ``prompts``       one row per prompt outcome record (+ ``completed``, ``started_at``, ``day``)
 ``calls``         one row per settled call
-``guard_events``  one row per guard transition
+``guard_events``  one row per guard transition (with the candidate's public key fields)
 ``sessions``      one row per session-closed record
 ``prompt_facts``  prompts + guard flags, calls saved, disconnect-or-retry (a table)
 
@@ -26,7 +26,12 @@ from typing import Final
 # The record names are the agent's own (one declaration, in session.telemetry).
 from session.telemetry import GUARD_LOG_EVENT as GUARD_EVENT
 from session.telemetry import LOOP_DETECTED_EVENT as LOOP_EVENT
-from session.telemetry import PROMPT_EVENT, SESSION_CLOSED_EVENT, TOOL_CALL_EVENT
+from session.telemetry import (
+    PROMPT_EVENT,
+    REPEATED_TOOL_EXECUTION_FAILURE,
+    SESSION_CLOSED_EVENT,
+    TOOL_CALL_EVENT,
+)
 
 #: Decisions that counted a candidate (the batch had exactly one eligible key).
 CANDIDATE_DECISIONS: Final = ("tracked", "would_warn", "warned", "would_stop", "stopped")
@@ -104,6 +109,8 @@ SELECT environment, owner, ts,
        CAST(attributes['candidate_ordinal'] AS BIGINT) AS candidate_ordinal,
        CAST(attributes['batch_ordinal'] AS BIGINT) AS batch_ordinal,
        coalesce(attributes['receipt_complete'], 'true') = 'true' AS receipt_complete,
+       attributes['execution_error_type'] AS execution_error_type,
+       attributes['tool_type'] AS tool_type,
        decision IN ({_CANDIDATES}) AS counted_candidate
 FROM records WHERE event = '{GUARD_EVENT}'
 """,
@@ -264,3 +271,50 @@ WHERE provider_duplicate AND execution_status <> 'not_started'
 """,
     ),
 }
+
+#: Phase 3 gate ``enforced_stops_well_formed``: SQL returning (environment, prompt_id) per
+#: enforced stop that lacks one of what the specification requires of it (the expected
+#: key, the reminder, complete batch receipts, kept history).  ``stopped`` happens only
+#: in enforce, so these are the treatment's stops.  A stop is well formed when:
+#:
+#: * the key is known (``execution_error_type``) and an earlier **real** reminder
+#:   (``warned``, not ``would_warn``) of the same prompt and candidate ordinal carries the
+#:   same ``execution_error_type`` and ``tool_type`` (the candidate's public key fields);
+#: * every guard event of that candidate in that prompt had a complete receipt;
+#: * the prompt's outcome record ends with ``end_turn`` and loop type
+#:   ``repeated_tool_execution_failure`` (the stop was persisted first: a stop whose
+#:   history write failed ends the prompt in an internal error instead);
+#: * a ``loop_detected`` record exists for the prompt.
+ENFORCED_STOPS_MALFORMED: Final = f"""
+WITH stops AS (
+    SELECT environment, prompt_id, candidate_ordinal, batch_ordinal,
+           execution_error_type, tool_type
+    FROM guard_events WHERE decision = 'stopped'
+),
+reminded AS (
+    SELECT DISTINCT s.prompt_id, s.candidate_ordinal FROM stops s
+    JOIN guard_events w ON w.prompt_id = s.prompt_id
+     AND w.candidate_ordinal = s.candidate_ordinal AND w.decision = 'warned'
+     AND w.batch_ordinal < s.batch_ordinal
+     AND w.execution_error_type = s.execution_error_type
+     AND w.tool_type IS NOT DISTINCT FROM s.tool_type
+),
+incomplete AS (
+    SELECT DISTINCT s.prompt_id, s.candidate_ordinal FROM stops s
+    JOIN guard_events e ON e.prompt_id = s.prompt_id
+     AND e.candidate_ordinal = s.candidate_ordinal AND NOT e.receipt_complete
+),
+loops AS (
+    SELECT DISTINCT attributes['prompt_id'] AS prompt_id FROM records
+    WHERE event = '{LOOP_EVENT}'
+)
+SELECT DISTINCT s.environment, s.prompt_id FROM stops s
+LEFT JOIN reminded r ON r.prompt_id = s.prompt_id AND r.candidate_ordinal = s.candidate_ordinal
+LEFT JOIN incomplete i ON i.prompt_id = s.prompt_id AND i.candidate_ordinal = s.candidate_ordinal
+LEFT JOIN prompts p ON p.prompt_id = s.prompt_id
+LEFT JOIN loops l ON l.prompt_id = s.prompt_id
+WHERE s.execution_error_type IS NULL OR r.prompt_id IS NULL OR i.prompt_id IS NOT NULL
+   OR p.prompt_id IS NULL OR p.stop_reason IS DISTINCT FROM 'end_turn'
+   OR p.loop_type IS DISTINCT FROM '{REPEATED_TOOL_EXECUTION_FAILURE}'
+   OR l.prompt_id IS NULL
+"""

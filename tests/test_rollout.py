@@ -12,10 +12,12 @@ import math
 from pathlib import Path
 from typing import Any
 
+import attrs
+import duckdb
 import numpy as np
 import pytest
 
-from rollout import analysis, assign, load, stats
+from rollout import analysis, assign, load, sql, stats
 from rollout.simulate import FleetConfig, simulate
 from tool_failure_guard.cli import main
 
@@ -142,7 +144,9 @@ def test_a_neutral_treatment_passes_every_gate(neutral: tuple[Path, dict[str, An
     env = judged["environments"]["internal"]
     verdicts = {g["gate"]: g["verdict"] for g in env["gates"]}
     assert verdicts == dict.fromkeys(verdicts, "pass"), env["gates"]
-    assert len(verdicts) == 8
+    assert len(verdicts) == 9
+    stops = next(g for g in env["gates"] if g["gate"] == "enforced_stops_well_formed")
+    assert stops["stops_checked"] > 0 and stops["examples"] == []
     # Half the owners treated: the assignment check (≤ 5 %) holds the rollout back.
     assert env["assignment"]["problems"] == ["treatment is 51.1% of owners (at most 5 %)"]
     assert env["may_advance"] is False
@@ -170,6 +174,83 @@ def test_check_and_gates_commands_exit_status_and_report(
     assert page.count("data:image/png;base64,") == 2
     assert (report / "gate_intervals.png").stat().st_size > 1000
     assert [p.name for p in tmp_path.iterdir()] == ["report"]  # no staging left behind
+
+
+#: Phase 2 fleets: the same owners (same seed) in shadow for a week, then in warn for a week.
+#: Loops are rarer than in NEUTRAL so warn's own benefit (loops ending at the reminder)
+#: does not hide a cost it adds elsewhere.
+PHASE2 = FleetConfig(
+    **{
+        **{k: getattr(NEUTRAL, k) for k in ("error_rate", "cancel_rate", "recover_rate")},
+        "owners": 150,
+        "days": 7,
+        "prompts_per_day": 5,
+        "loop_rate": 0.03,
+        "disconnect_after_failure": 0.05,
+        "retry_after_failure": 0.2,
+        "heterogeneity": 0.5,
+        "work_turns_max": 1,
+        "calls_per_turn_max": 1,
+        "phase": "shadow",
+        "seed": 21,
+    }
+)
+
+
+@pytest.fixture(scope="module")
+def shadow_week(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("phase2") / "shadow.jsonl"
+    simulate(PHASE2, out, workers=2)
+    return out
+
+
+def _warn_week(shadow: Path, tmp_path: Path, **changes: Any) -> dict[str, Any]:
+    warn = tmp_path / "warn.jsonl"
+    simulate(attrs.evolve(PHASE2, phase="warn", start_day=7, **changes), warn, workers=2)
+    con = load.connect([shadow, warn])
+    analysis.prepare(con)
+    return analysis.gates(con, phase="warn")
+
+
+def test_a_neutral_warn_week_passes_the_phase2_comparison(
+    shadow_week: Path, tmp_path: Path
+) -> None:
+    judged = _warn_week(shadow_week, tmp_path)
+    assert judged["phase"] == "warn" and "NOT randomised" in judged["comparison"]
+    env = judged["environments"]["internal"]
+    assert (env["treatment_mode"], env["control_mode"]) == ("warn", "shadow")
+    assert env["treatment_owners"] == env["control_owners"] > 140  # the same owners, twice
+    verdicts = {g["gate"]: g["verdict"] for g in env["gates"]}
+    assert verdicts == {
+        "cancel_rate": "pass",
+        "disconnect_or_retry_10min": "pass",
+        "p95_latency": "pass",
+        "mean_tokens": "pass",
+        "mean_turns": "pass",
+        "invariants_zero": "pass",
+    }, env["gates"]
+    periods = env["before_after"]["periods"]
+    assert periods["shadow"]["first_day"] == "2026-11-01"
+    assert periods["warn"]["first_day"] == "2026-11-08"
+    assert env["before_after"]["ok"] and judged["may_advance"] is True
+
+
+def test_a_warn_week_with_more_turns_fails_the_turns_gate(
+    shadow_week: Path, tmp_path: Path
+) -> None:
+    judged = _warn_week(shadow_week, tmp_path, turns_effect=0.3)  # +30 % turns, normal prompts
+    env = judged["environments"]["internal"]
+    turns = next(g for g in env["gates"] if g["gate"] == "mean_turns")
+    assert turns["verdict"] == "fail" and turns["low"] > 1.10, turns
+    assert judged["may_advance"] is False
+
+
+def test_gates_phase_warn_command_labels_the_before_after_comparison(
+    shadow_week: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Only shadow prompts: no environment ran warn yet, so nothing may advance.
+    assert main(["rollout", "gates", str(shadow_week), "--phase", "warn"]) == 1
+    assert "phase warn: before/after, NOT randomised" in capsys.readouterr().out
 
 
 def test_a_harmful_treatment_fails_the_completion_gate(tmp_path: Path) -> None:
@@ -217,6 +298,149 @@ def test_an_injected_invariant_violation_is_found_with_its_prompt_id(tmp_path: P
     others = {k: v["violations"] for k, v in internal["invariants"].items()}
     assert sum(others.values()) == 1
     assert checked["may_advance"] is False
+
+
+def _stop_records(
+    prompt: str,
+    *,
+    environment: str = "internal",
+    reminder: str = "warned",
+    warned_error_type: str = "mcp_tool_error",
+    warned_tool_type: str = "mcp",
+    complete: bool = True,
+    outcome: tuple[str, str | None] = ("end_turn", "repeated_tool_execution_failure"),
+    loop_detected: bool = True,
+) -> list[tuple[str, dict[str, str], dict[str, str]]]:
+    """One enforced-stop prompt as (event, resource, attributes) rows of the ``logs`` table."""
+    resource = {
+        "deployment.environment": environment,
+        "enduser.pseudo.id": f"owner-{prompt}",
+        "service.version": "1.0.0",
+    }
+
+    def guard(decision: str, batch: int, **fields: str) -> dict[str, str]:
+        return {
+            "route": "acp_foreground",
+            "mode": "enforce",
+            "decision": decision,
+            "prompt_id": prompt,
+            "candidate_ordinal": "1",
+            "batch_ordinal": str(batch),
+            "receipt_complete": "true",
+            "execution_error_type": "mcp_tool_error",
+            "tool_type": "mcp",
+            **fields,
+        }
+
+    stop_reason, loop_type = outcome
+    prompt_record = {
+        "prompt_id": prompt,
+        "route": "acp_foreground",
+        "mode": "enforce",
+        "stop_reason": stop_reason,
+        "model_turns": "3",
+        "tool_calls": "12",
+        "tool_call_cap": "40",
+        "wall_time_ms": "9000",
+        "drain_supported": "true",
+    } | ({"loop_type": loop_type} if loop_type else {})
+    rows = [
+        ("guard", resource, guard("tracked", 1, receipt_complete=str(complete).lower())),
+        (
+            "guard",
+            resource,
+            guard(reminder, 2, execution_error_type=warned_error_type, tool_type=warned_tool_type),
+        ),
+        ("guard", resource, guard("stopped", 3)),
+        ("prompt", resource, prompt_record),
+    ]
+    rows += [
+        (
+            "call",
+            resource,
+            {
+                "prompt_id": prompt,
+                "batch_ordinal": str(batch),
+                "call_ordinal": "0",
+                "terminal_status": "error",
+                "execution_status": "error",
+                "execution_error_type": "mcp_tool_error",
+                "tool_type": "mcp",
+                "provider_duplicate": "false",
+            },
+        )
+        for batch in (1, 2, 3)
+    ]
+    if loop_detected:
+        rows.append(("loop", resource, {"loop_type": str(loop_type), "prompt_id": prompt}))
+    return rows
+
+
+def test_malformed_enforced_stops_fail_their_gate_with_prompt_ids() -> None:
+    """A hand-built ``logs`` table (the documented layout): one good stop, six defects.
+
+    The defects the invariants cannot see (a ``would_warn`` instead of the real
+    reminder, a different key, a stop not persisted or not reported) are found
+    by the gate alone, each with its prompt id, per environment.
+    """
+    events = {
+        "guard": "tool_failure_guard.repeated_tool_failure_guard",
+        "prompt": "tool_failure_guard.prompt",
+        "loop": "tool_failure_guard.loop_detected",
+        "call": "tool_failure_guard.tool_call",
+    }
+    rows = [
+        *_stop_records("a-good########1"),
+        *_stop_records("b-no-reminder########1", reminder="would_warn"),
+        *_stop_records("c-other-error-type########1", warned_error_type="timeout"),
+        *_stop_records("d-other-tool-type########1", warned_tool_type="native"),
+        *_stop_records("e-incomplete########1", complete=False),
+        *_stop_records("f-not-persisted########1", outcome=("error", None), loop_detected=False),
+        *_stop_records("g-unreported########1", environment="public", loop_detected=False),
+        *_stop_records("h-good########1", environment="public"),
+    ]
+    con = duckdb.connect()
+    con.execute(sql.LOGS_TABLE)
+    for second, (kind, resource, attributes) in enumerate(rows):
+        con.execute(
+            "INSERT INTO logs VALUES (TIMESTAMP '2026-11-01 10:00:00' + to_seconds(?), ?, "
+            "MAP(?::VARCHAR[], ?::VARCHAR[]), MAP(?::VARCHAR[], ?::VARCHAR[]))",
+            [
+                second,
+                events[kind],
+                list(resource),
+                list(resource.values()),
+                list(attributes),
+                list(attributes.values()),
+            ],
+        )
+    load.build_views(con)
+    analysis.prepare(con)
+    judged = analysis.gates(con)
+    found = {
+        env: next(g for g in e["gates"] if g["gate"] == "enforced_stops_well_formed")
+        for env, e in judged["environments"].items()
+    }
+    assert found["internal"]["verdict"] == "fail"
+    assert found["internal"]["estimate"] == 5 and found["internal"]["stops_checked"] == 6
+    assert found["internal"]["examples"] == [
+        "b-no-reminder########1",
+        "c-other-error-type########1",
+        "d-other-tool-type########1",
+        "e-incomplete########1",
+        "f-not-persisted########1",
+    ]
+    assert found["public"]["examples"] == ["g-unreported########1"]
+    assert found["public"]["verdict"] == "fail" and judged["may_advance"] is False
+    # The invariants see only the incomplete receipt: the other defects are the gate's.
+    checked = analysis.check(con)["environments"]
+    violations = {
+        (env, name): v["examples"]
+        for env, found_in in checked.items()
+        for name, v in found_in["invariants"].items()
+        if v["violations"]
+    }
+    assert violations == {("internal", "incomplete_batch_decision"): ["e-incomplete########1"]}
 
 
 # -- refusals and bad input ---------------------------------------------------------
@@ -309,3 +533,6 @@ def test_simulate_command_writes_the_fleet(
     assert "simulated 3 owners" in capsys.readouterr().out
     assert out.stat().st_size > 0 and [p.name for p in tmp_path.iterdir()] == ["fleet.jsonl"]
     assert main([*args, "--prompts-per-day", "0"]) == 2
+    assert main([*args, "--start-day", "-1"]) == 2
+    assert main([*args, "--phase", "warn", "--start-day", "7", "--turns-effect", "0.3"]) == 0
+    assert "simulated 3 owners" in capsys.readouterr().out
