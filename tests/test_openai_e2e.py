@@ -242,9 +242,12 @@ def test_cancel_mid_stream_closes_the_connection_and_ends_cancelled(tmp_path: Pa
     assert disconnects == 1  # the server saw the client close the held stream
     assert again.stop_reason == "end_turn"
     assert len(fake.requests) == 2
-    assert [m["role"] for m in fake.messages(1)] == ["system", "user", "user"]
+    # What the user saw before the cancel is kept: the model is told it said it.
+    assert [m["role"] for m in fake.messages(1)] == ["system", "user", "assistant", "user"]
+    assert fake.messages(1)[2]["content"] == "Thinking"
     assert [m.kind for m in HistoryStore(state).load(client.sessions[0])[1]] == [
         "prompt",
+        "model",
         "prompt",
         "model",
     ]
