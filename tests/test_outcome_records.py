@@ -18,12 +18,11 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsSer
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
     ExportMetricsServiceRequest,
 )
+from session_harness import in_process_session
 from telemetry_harness import Harness
 from test_session_loop import FakeClient
 
 from guard import GuardMode
-from session.drain import MidTurnInput
-from session.executor import Executor
 from session.history import HistoryStore
 from session.loop import GuardedSession, SessionOptions
 from session.model import ModelTurn, ModelUsage, ScriptedModel, load_scenario
@@ -38,7 +37,6 @@ from session.telemetry import (
     OpenTelemetrySink,
     build_telemetry,
 )
-from session.tools import ToolContext, default_tools
 
 
 class NoDrainClient(FakeClient):
@@ -54,20 +52,13 @@ def make_session(
     client: FakeClient | None = None,
 ) -> GuardedSession:
     tmp_path.mkdir(parents=True, exist_ok=True)
-    client = client or FakeClient()
-    store = HistoryStore(tmp_path / "state")
-    store.create("s1", str(tmp_path))
-    return GuardedSession(
-        session_id="s1",
-        client=client,
+    return in_process_session(
+        HistoryStore(tmp_path / "state"),
+        tmp_path,
+        client=client or FakeClient(),
         model=model,
-        executor_factory=lambda s: Executor(
-            default_tools(), ToolContext(cwd=tmp_path), s.ask_permission
-        ),
-        store=store,
-        telemetry=sink,
         mode=mode,
-        drain=MidTurnInput("s1", client.ext_method),
+        telemetry=sink,
         options=SessionOptions(tool_call_cap=100),
     )
 

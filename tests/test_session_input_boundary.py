@@ -21,15 +21,14 @@ from acp.schema import (
     RequestPermissionResponse,
     ToolCallUpdate,
 )
+from session_harness import in_process_session
 
 from guard import Decision, GuardMode, RepeatedToolFailureGuard
-from session.drain import QUEUED_INPUT_PREFIX, MidTurnInput, unreadable_note
-from session.executor import Executor
+from session.drain import QUEUED_INPUT_PREFIX, unreadable_note
 from session.history import HistoryStore, Message
 from session.loop import GuardedSession, SessionOptions
 from session.model import ModelTurn, ScriptedModel, load_scenario, parse_scenario
-from session.telemetry import GuardTelemetry, NullTelemetry
-from session.tools import ToolContext, default_tools
+from session.telemetry import GuardTelemetry
 
 #: How a host answers drain request number ``index`` (raise to fail it).
 Behaviour = Callable[["Host", int], Awaitable[Any]]
@@ -95,21 +94,15 @@ def open_session(
     timeout: float = 0.05,
     telemetry: GuardTelemetry | None = None,
 ) -> GuardedSession:
-    store = HistoryStore(root)
-    store.create("s1", str(project))
-    return GuardedSession(
-        session_id="s1",
+    return in_process_session(
+        HistoryStore(root),
+        project,
         client=host,
         model=model,
-        executor_factory=lambda s: Executor(
-            default_tools(), ToolContext(cwd=project), s.ask_permission
-        ),
-        store=store,
-        telemetry=telemetry or NullTelemetry(),
         mode=mode,
-        drain=MidTurnInput(
-            "s1", host.ext_method if host.behaviour is not None else None, timeout=timeout
-        ),
+        telemetry=telemetry,
+        drain_supported=host.behaviour is not None,
+        drain_timeout=timeout,
         options=SessionOptions(report_decisions=True),
     )
 

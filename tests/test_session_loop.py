@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from acp.exceptions import RequestError
 from acp.schema import PermissionOption, RequestPermissionResponse, ToolCallUpdate
+from session_harness import in_process_session
 
 from guard import (
     REPEATED_TOOL_FAILURE_REMINDER,
@@ -18,14 +19,11 @@ from guard import (
     GuardMode,
     RepeatedToolFailureGuard,
 )
-from session.drain import MidTurnInput
-from session.executor import Executor
 from session.history import HistoryStore
 from session.loop import GuardedSession, SessionOptions
 from session.model import ModelError, ScriptedModel, load_scenario, parse_scenario
 from session.prompt import TODO_CONTINUATION_MESSAGE
 from session.telemetry import GuardTelemetry, NullTelemetry
-from session.tools import ToolContext, default_tools
 
 READ_MISSING = {"tool": "read_file", "args": {"path": "missing.txt"}}
 
@@ -95,19 +93,13 @@ def run_prompt(
 ) -> tuple[GuardedSession, FakeClient, Any]:
     tmp_path.mkdir(parents=True, exist_ok=True)
     client = FakeClient()
-    store = HistoryStore(tmp_path / "state")
-    store.create("s1", str(tmp_path))
-    session = GuardedSession(
-        session_id="s1",
+    session = in_process_session(
+        HistoryStore(tmp_path / "state"),
+        tmp_path,
         client=client,
         model=ScriptedModel(scenario),
-        executor_factory=lambda s: Executor(
-            default_tools(), ToolContext(cwd=tmp_path), s.ask_permission
-        ),
-        store=store,
-        telemetry=telemetry,
         mode=mode,
-        drain=MidTurnInput("s1", client.ext_method),
+        telemetry=telemetry,
         options=SessionOptions(report_decisions=True),
     )
     response = asyncio.run(session.run_prompt(["go"], channel=False))
@@ -286,21 +278,9 @@ class _StreamsThenStalls:
 
 
 def _streaming_session(tmp_path: Path, model: Any) -> tuple[GuardedSession, HistoryStore]:
-    client = FakeClient()
     store = HistoryStore(tmp_path / "state")
-    store.create("s1", str(tmp_path))
-    session = GuardedSession(
-        session_id="s1",
-        client=client,
-        model=model,
-        executor_factory=lambda s: Executor(
-            default_tools(), ToolContext(cwd=tmp_path), s.ask_permission
-        ),
-        store=store,
-        telemetry=NullTelemetry(),
-        mode=GuardMode.SHADOW,
-        drain=MidTurnInput("s1", client.ext_method),
-        options=SessionOptions(),
+    session = in_process_session(
+        store, tmp_path, client=FakeClient(), model=model, mode=GuardMode.SHADOW
     )
     return session, store
 

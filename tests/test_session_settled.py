@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 from acp.exceptions import RequestError
+from session_harness import in_process_session
 
 from guard import GuardMode
 from session.drain import MidTurnInput
-from session.executor import Executor
 from session.history import (
     INTERRUPTED,
     HistoryStore,
@@ -20,12 +20,9 @@ from session.history import (
     SettledCall,
     assemble,
 )
-from session.loop import GuardedSession, SessionOptions
 from session.model import ScriptedModel, parse_scenario
 from session.pending import PendingInputLog
 from session.replay import replay_updates
-from session.telemetry import NullTelemetry
-from session.tools import ToolContext, default_tools
 
 
 def call(call_id: str, duplicate: bool = False) -> Part:
@@ -210,20 +207,12 @@ def test_a_prompt_that_failed_mid_batch_is_closed_with_its_settled_outcomes(
         {"prompts": [{"turns": [{"calls": [read, read]}]}, {"turns": []}]}, "t"
     )
     store = FailingOnce(tmp_path / "state")
-    store.create("s1", str(tmp_path))
-    client = Client()
-    session = GuardedSession(
-        session_id="s1",
-        client=client,  # type: ignore[arg-type]
+    session = in_process_session(
+        store,
+        tmp_path,
+        client=Client(),
         model=ScriptedModel(scenario),
-        executor_factory=lambda s: Executor(
-            default_tools(), ToolContext(cwd=tmp_path), s.ask_permission
-        ),
-        store=store,
-        telemetry=NullTelemetry(),
         mode=GuardMode.ENFORCE,
-        drain=MidTurnInput("s1", client.ext_method),
-        options=SessionOptions(),
     )
     with pytest.raises(RequestError):
         asyncio.run(session.run_prompt(["go"], channel=False))

@@ -1,0 +1,50 @@
+"""One in-process :class:`GuardedSession` over the built-in tools, for the loop-level tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from guard import GuardMode
+from session.drain import MidTurnInput
+from session.executor import Executor
+from session.history import HistoryStore
+from session.loop import GuardedSession, SessionOptions
+from session.telemetry import GuardTelemetry, NullTelemetry
+from session.tools import ToolContext, default_tools
+
+SESSION_ID = "s1"
+
+
+def in_process_session(
+    store: HistoryStore,
+    project: Path,
+    *,
+    client: Any,
+    model: Any,
+    mode: GuardMode,
+    telemetry: GuardTelemetry | None = None,
+    drain_supported: bool = True,
+    drain_timeout: float | None = None,
+    options: SessionOptions | None = None,
+) -> GuardedSession:
+    """Create session ``s1`` in ``store`` with ``project`` as its cwd, talking to ``client``.
+
+    Without ``drain_supported`` the session has no drain method to call (a host
+    without ``_craft/drainMidTurnQueue``).
+    """
+    store.create(SESSION_ID, str(project))
+    timeout = {} if drain_timeout is None else {"timeout": drain_timeout}
+    return GuardedSession(
+        session_id=SESSION_ID,
+        client=client,
+        model=model,
+        executor_factory=lambda s: Executor(
+            default_tools(), ToolContext(cwd=project), s.ask_permission
+        ),
+        store=store,
+        telemetry=telemetry or NullTelemetry(),
+        mode=mode,
+        drain=MidTurnInput(SESSION_ID, client.ext_method if drain_supported else None, **timeout),
+        options=options or SessionOptions(),
+    )
