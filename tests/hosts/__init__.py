@@ -11,7 +11,10 @@ import importlib
 from host_behaviour import HostDriver
 
 #: One line per host driver module.
-HOSTS: tuple[str, ...] = ("acp",)
+HOSTS: tuple[str, ...] = (
+    "acp",
+    "own_loop",
+)
 
 
 def drivers() -> list[HostDriver]:
