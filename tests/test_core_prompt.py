@@ -30,6 +30,7 @@ from tool_failure_guard.core import (
     PromptProtection,
     Stop,
     outcomes,
+    settle_all,
 )
 
 _ids = iter(range(10_000))
@@ -206,3 +207,18 @@ def test_the_two_step_drive_needs_its_boundary_before_the_next_batch() -> None:
 def test_the_mode_must_be_a_guard_mode() -> None:
     with pytest.raises(TypeError, match="mode must be a GuardMode"):
         PromptProtection("warn")  # type: ignore[arg-type]
+
+
+def test_settle_all_settles_in_any_order_and_keeps_the_models_order() -> None:
+    admission = PromptProtection(GuardMode.WARN).admit(calls(3))
+    first, second, third = admission.calls
+    batch = settle_all(admission, [failing(third), outcomes.succeeded(first)])
+    assert [o.call_id if o else None for o in batch.outcomes()] == [
+        first.call_id,
+        None,
+        third.call_id,
+    ]
+    assert batch.missing() == (second,) and not batch.is_complete()
+    receipt = batch.receipt()
+    assert [o.call_id for o in receipt.observations] == [first.call_id, third.call_id]
+    assert not receipt.complete
