@@ -58,8 +58,17 @@ MCP_EXECUTION_ERROR_TYPES = frozenset(
 )
 _T = TypeVar("_T")
 
-#: Characters of tool output sent back to the model.
+#: Characters of tool output -- a result or an error message -- sent back to the model,
+#: shown to the client and stored.
 MAX_RESPONSE_CHARS = 20_000
+
+
+def cap_text(text: str) -> str:
+    """``text`` cut to :data:`MAX_RESPONSE_CHARS`, saying how much was cut."""
+    if len(text) <= MAX_RESPONSE_CHARS:
+        return text
+    cut = len(text) - MAX_RESPONSE_CHARS
+    return f"{text[:MAX_RESPONSE_CHARS]}\n[output truncated: {cut} more characters cut]"
 
 
 @attrs.frozen(kw_only=True)
@@ -230,7 +239,7 @@ class Executor:
                 execution_status="error",
                 execution_error_type=execution_error_type,
                 error_type=execution_error_type,
-                output=message,
+                output=cap_text(message),
             )
         else:
             outcome = _post_process(call, tool, raw)
@@ -271,8 +280,6 @@ def _post_process(call: FunctionCall, tool: Tool, raw: bytes) -> CallOutcome:
             error_type="output_not_text",
             output="the output is not UTF-8 text",
         )
-    if len(text) > MAX_RESPONSE_CHARS:
-        text = text[:MAX_RESPONSE_CHARS] + "\n[output truncated]"
     return CallOutcome(
         call_id=call.call_id,
         name=call.name,
@@ -281,7 +288,7 @@ def _post_process(call: FunctionCall, tool: Tool, raw: bytes) -> CallOutcome:
         terminal_status="success",
         execution_status="success",
         execution_error_type=None,
-        output=text,
+        output=cap_text(text),
     )
 
 
@@ -301,7 +308,7 @@ def _not_started(
         execution_status="not_started",
         execution_error_type=error_type,
         error_type=error_type,
-        output=message,
+        output=cap_text(message),
     )
 
 

@@ -6,9 +6,10 @@ and tool-call deltas, a usage chunk when ``stream_options.include_usage``, then
 ``data: [DONE]``) or as one JSON completion, and error bodies
 (``{"error": {"message", "type", "code"}}``) with any status.  What it answers
 comes from a per-test responder: a list of :class:`Reply` / :class:`Fail` /
-:class:`Hang` / :class:`Raw` (a malformed or cut-short stream) taken in order, or a function of the request body.  Every request
-body is recorded (``requests``), and so is every client that went away in the
-middle of a held stream (``disconnects``).
+:class:`Hang` / :class:`Raw` (a malformed or cut-short stream) taken in
+order, or a function of the request body.  Every request body is recorded
+(``requests``), and so is every client that went away in the middle of a held
+stream (``disconnects``).
 
 It runs in a thread (the stdlib ``ThreadingHTTPServer``) so the agent, a
 subprocess, reaches it through the real SDK over a real socket.
