@@ -68,6 +68,10 @@ MALFORMED = {
         Raw(events=({"content": SHOWN}, _chunk_line("9" * 5000))),
         "a data: line cannot be decoded (ValueError: Exceeds the limit (4300 digits)",
     ),
+    "data-line-not-utf8": (
+        Raw(events=({"content": SHOWN}, b'data: {"choices": \xff\xfe}\n\n')),
+        "a data: line is not UTF-8",
+    ),
     "cut-short": (
         Raw(events=({"content": SHOWN}, {"content": " Half a sen"}), finish=None, done=False),
         "the stream ended early (no choice carried a finish_reason)",
@@ -136,3 +140,24 @@ def test_fragments_without_index_carrying_a_new_id_are_new_calls(tmp_path: Path)
         ("c2", "success", "beta"),
     ]
     assert run.client.final_statuses() == {"c1": "completed", "c2": "completed"}
+
+
+def test_arguments_holding_an_integer_past_the_digit_limit_are_invalid_params(
+    tmp_path: Path,
+) -> None:
+    """Valid JSON the interpreter refuses to decode: the call is not started, the prompt
+    goes on (arguments are the model's, not the stream's)."""
+    arguments = '{"path": ' + "7" * 5000 + "}"
+    stream = Raw(
+        events=(
+            _tool_delta(index=0, id="big", function={"name": "read_file", "arguments": arguments}),
+        ),
+        finish="tool_calls",
+    )
+    run = run_agent(tmp_path, mode="enforce", provider="openai", answers=[stream, Reply(text="ok")])
+    (response,) = run.responses
+    assert response.stop_reason == "end_turn"
+    (part,) = [p for m in run.history for p in m.parts if p.kind == "function_response"]
+    assert (part.status, part.error_type) == ("error", "invalid_tool_params")
+    assert "the arguments are not valid JSON: Exceeds the limit (4300 digits)" in part.text
+    assert "Traceback" not in run.stderr
