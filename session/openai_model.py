@@ -103,12 +103,21 @@ class OpenAISettings:
         )
 
 
+#: Characters of the endpoint's own words kept in an error (a body may be megabytes).
+MAX_SERVER_MESSAGE_CHARS = 1000
+
+
 def server_message(exc: Exception) -> str:
     """The endpoint's own words (``error.message`` of its body), else the SDK's message."""
     body = getattr(exc, "body", None)
     if isinstance(body, dict) and isinstance(body.get("message"), str) and body["message"]:
-        return str(body["message"])
-    return str(getattr(exc, "message", None) or exc)
+        text = str(body["message"])
+    else:
+        text = str(getattr(exc, "message", None) or exc)
+    if len(text) <= MAX_SERVER_MESSAGE_CHARS:
+        return text
+    cut = len(text) - MAX_SERVER_MESSAGE_CHARS
+    return f"{text[:MAX_SERVER_MESSAGE_CHARS]}... [{cut} more characters cut]"
 
 
 def is_context_length_error(exc: Exception) -> bool:

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from acp.exceptions import RequestError
-from openai_server import Raw, Reply
+from openai_server import Fail, Raw, Reply
 from provider_harness import run_agent
 
 SHOWN = "Let me look at the project."
@@ -161,3 +161,15 @@ def test_arguments_holding_an_integer_past_the_digit_limit_are_invalid_params(
     assert (part.status, part.error_type) == ("error", "invalid_tool_params")
     assert "the arguments are not valid JSON: Exceeds the limit (4300 digits)" in part.text
     assert "Traceback" not in run.stderr
+
+
+def test_a_huge_error_body_from_the_endpoint_is_cut_in_the_error(tmp_path: Path) -> None:
+    fail = Fail(status=403, message="D" * 3_000_000, type="permission_denied")
+    run = run_agent(tmp_path, mode="enforce", provider="openai", answers=[fail])
+    (error,) = run.responses
+    assert isinstance(error, RequestError)
+    details = error.data["details"]
+    assert details.startswith("model request failed: permission denied (HTTP 403)")
+    assert details.endswith(f"... [{3_000_000 - 1000} more characters cut]")
+    assert len(details) < 1200
+    assert len(run.stderr) < 5000
