@@ -8,6 +8,7 @@ would do; the shell cases run real commands through the executor.
 from __future__ import annotations
 
 import json
+import logging
 import subprocess
 import sys
 from pathlib import Path
@@ -202,3 +203,27 @@ def test_the_cap_keeps_text_at_the_limit_and_cuts_one_past_it(size: int) -> None
         assert capped == "y" * size
     else:
         assert capped == "y" * MAX_RESPONSE_CHARS + "\n[output truncated: 1 more characters cut]"
+
+
+def test_stdout_noise_warnings_are_rate_limited_per_server(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from session.mcp_bounds import NOISE_WARNING_INTERVAL, StdoutNoise
+
+    now = [0.0]
+    noise = StdoutNoise("srv", clock=lambda: now[0])
+    caplog.set_level(logging.WARNING, logger="session.mcp")
+    for at, lines in ((0.0, 500), (NOISE_WARNING_INTERVAL / 2, 500), (NOISE_WARNING_INTERVAL, 1)):
+        now[0] = at
+        for _ in range(lines):
+            run(noise(ValueError("not JSON-RPC")))
+    run(noise(object()))  # a notification is not noise
+    noise.close()
+    noise.close()  # nothing new: no second count
+    messages = [record.getMessage() for record in caplog.records]
+    assert messages == [
+        "MCP server 'srv' wrote a line to stdout that is not JSON-RPC (stdout is the protocol "
+        "channel; logs belong on stderr): ignored, and so will be any more",
+        "MCP server 'srv': 1001 stdout lines that are not JSON-RPC ignored so far",
+    ]
+    assert noise.lines == 1001
