@@ -71,8 +71,17 @@ MCP_EXECUTION_ERROR_TYPES = frozenset(
 )
 _T = TypeVar("_T")
 
-#: Characters of tool output sent back to the model.
+#: Characters of tool output -- a result or an error message -- sent back to the model,
+#: shown to the client and stored.
 MAX_RESPONSE_CHARS = 20_000
+
+
+def cap_text(text: str) -> str:
+    """``text`` cut to :data:`MAX_RESPONSE_CHARS`, saying how much was cut."""
+    if len(text) <= MAX_RESPONSE_CHARS:
+        return text
+    cut = len(text) - MAX_RESPONSE_CHARS
+    return f"{text[:MAX_RESPONSE_CHARS]}\n[output truncated: {cut} more characters cut]"
 
 
 class PermissionAnswer(enum.StrEnum):
@@ -212,7 +221,7 @@ class Executor:
                 execution_status="error",
                 execution_error_type=execution_error_type,
                 error_type=execution_error_type,
-                output=message,
+                output=cap_text(message),
             )
         else:
             outcome = _post_process(call, tool, raw)
@@ -253,8 +262,6 @@ def _post_process(call: FunctionCall, tool: Tool, raw: bytes) -> CallOutcome:
             error_type="output_not_text",
             output="the output is not UTF-8 text",
         )
-    if len(text) > MAX_RESPONSE_CHARS:
-        text = text[:MAX_RESPONSE_CHARS] + "\n[output truncated]"
     return CallOutcome(
         call_id=call.call_id,
         name=call.name,
@@ -263,7 +270,7 @@ def _post_process(call: FunctionCall, tool: Tool, raw: bytes) -> CallOutcome:
         terminal_status="success",
         execution_status="success",
         execution_error_type=None,
-        output=text,
+        output=cap_text(text),
     )
 
 
@@ -283,7 +290,7 @@ def _not_started(
         execution_status="not_started",
         execution_error_type=error_type,
         error_type=error_type,
-        output=message,
+        output=cap_text(message),
     )
 
 

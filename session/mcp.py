@@ -27,7 +27,12 @@ Failure model:
   ``session/load`` of the session starts every server it names afresh;
 * when the ACP connection ends (or the session is loaded again) every server
   is shut down the SDK's way: stdin closed, then SIGTERM, then SIGKILL of its
-  process group, each step bounded.
+  process group, each step bounded;
+* a server that prints lines to stdout that are not JSON-RPC (logs on the
+  protocol channel) keeps working: the lines are ignored, with one warning per
+  server and then at most one count per :data:`NOISE_WARNING_INTERVAL` seconds
+  (the SDK's own traceback per line is silenced), and a last count when the
+  server is closed (``session/mcp_bounds.py``).
 """
 
 from __future__ import annotations
@@ -45,6 +50,8 @@ import mcp_types as types
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
+
+from session.mcp_bounds import StdoutNoise, short_reason, silence_parse_tracebacks
 
 _log = logging.getLogger("session.mcp")
 
@@ -106,11 +113,11 @@ def _describe(exc: BaseException) -> str:
     if isinstance(exc, MCPError) and exc.code == types.CONNECTION_CLOSED:
         return "the server exited or closed its output before answering"
     if isinstance(exc, MCPError):
-        return f"MCP error {exc.code}: {exc.message}"
+        return short_reason(f"MCP error {exc.code}: {exc.message}")
     if isinstance(exc, FileNotFoundError):
-        return f"command not found: {exc.filename or exc}"
+        return short_reason(f"command not found: {exc.filename or exc}")
     text = str(exc) or type(exc).__name__
-    return text.splitlines()[0]
+    return short_reason(text.splitlines()[0])
 
 
 class McpServerConnection:
@@ -126,6 +133,8 @@ class McpServerConnection:
         self._session: ClientSession | None = None
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self.noise = StdoutNoise(spec.name)
+        silence_parse_tracebacks()
 
     @property
     def name(self) -> str:
@@ -157,7 +166,9 @@ class McpServerConnection:
         try:
             async with (
                 stdio_client(params, errlog=self._errlog) as (read, write),
-                ClientSession(read, write, client_info=CLIENT_INFO) as session,
+                ClientSession(
+                    read, write, client_info=CLIENT_INFO, message_handler=self.noise
+                ) as session,
             ):
                 await session.initialize()
                 self.tools = await _list_tools(session)
@@ -177,6 +188,7 @@ class McpServerConnection:
                 _log.warning("MCP server %r: connection ended: %s", self.name, reason)
         finally:
             self._session = None
+            self.noise.close()
             if self.unavailable is None:
                 self.unavailable = "the server connection is closed"
 

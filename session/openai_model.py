@@ -12,8 +12,9 @@ not policy, so a project ``.env`` may set them).  Rate limits (429), 408/409 and
 5xx answers are retried by the SDK with exponential backoff, at most
 ``max_retries`` times.  Every failure becomes a :class:`ModelError` whose text
 names the cause (authentication, unknown model, context length, rate limit,
-server error, unreachable endpoint); the prompt ends with it and nothing about
-the turn is recorded, so the history stays valid.
+server error, unreachable endpoint, a malformed or cut-short stream, see
+:mod:`session.openai_stream`); the prompt ends with it and nothing about the
+turn is recorded but the text already shown, so the history stays valid.
 
 Cancellation: the prompt step cancels the task running :meth:`generate_streaming`;
 the stream's ``finally`` closes the HTTP response, which closes the connection
@@ -23,10 +24,8 @@ the client go away.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
@@ -42,9 +41,9 @@ from session.chat_messages import (
     has_later_system,
     tool_definitions,
 )
-from session.executor import FunctionCall
 from session.history import Message
 from session.model import ModelError, ModelTurn, ModelUsage, TextSink
+from session.openai_stream import MalformedStream, StreamAssembly, undecodable
 from session.tools import Tool
 
 _log = logging.getLogger("session.openai_model")
@@ -104,12 +103,21 @@ class OpenAISettings:
         )
 
 
+#: Characters of the endpoint's own words kept in an error (a body may be megabytes).
+MAX_SERVER_MESSAGE_CHARS = 1000
+
+
 def server_message(exc: Exception) -> str:
     """The endpoint's own words (``error.message`` of its body), else the SDK's message."""
     body = getattr(exc, "body", None)
     if isinstance(body, dict) and isinstance(body.get("message"), str) and body["message"]:
-        return str(body["message"])
-    return str(getattr(exc, "message", None) or exc)
+        text = str(body["message"])
+    else:
+        text = str(getattr(exc, "message", None) or exc)
+    if len(text) <= MAX_SERVER_MESSAGE_CHARS:
+        return text
+    cut = len(text) - MAX_SERVER_MESSAGE_CHARS
+    return f"{text[:MAX_SERVER_MESSAGE_CHARS]}... [{cut} more characters cut]"
 
 
 def is_context_length_error(exc: Exception) -> bool:
@@ -154,33 +162,6 @@ def describe_error(exc: Exception, settings: OpenAISettings) -> str:
     if isinstance(exc, openai.APIConnectionError):
         return f"cannot reach the model endpoint {endpoint}: {detail}"
     return f"{type(exc).__name__}: {detail}"
-
-
-@attrs.define
-class _PendingCall:
-    call_id: str = ""
-    name: str = ""
-    arguments: list[str] = attrs.field(factory=list)
-
-
-def decode_call(pending: _PendingCall) -> FunctionCall:
-    """One assembled tool call; arguments that are not a JSON object are kept as an error."""
-    call_id = pending.call_id or f"call_{uuid.uuid4().hex[:24]}"
-    raw = "".join(pending.arguments)
-    try:
-        args = json.loads(raw) if raw.strip() else {}
-    except (json.JSONDecodeError, RecursionError) as exc:
-        reason = f"{exc.msg} at position {exc.pos}" if isinstance(exc, json.JSONDecodeError) else ""
-        return FunctionCall(
-            call_id=call_id, name=pending.name, arguments_error=reason or "nested too deeply"
-        )
-    if not isinstance(args, dict):
-        return FunctionCall(
-            call_id=call_id,
-            name=pending.name,
-            arguments_error=f"a JSON {type(args).__name__} instead of an object",
-        )
-    return FunctionCall(call_id=call_id, name=pending.name, args=args)
 
 
 class OpenAIChatModel:
@@ -270,42 +251,44 @@ class OpenAIChatModel:
         if tools:
             request["tools"] = tool_definitions(tools)
         stream = await client.chat.completions.create(**request)
-        text: list[str] = []
-        calls: dict[int, _PendingCall] = {}
-        usage: Any = None
+        turn = StreamAssembly()
+        chunks = aiter(cast(Any, stream))
         try:
-            async for chunk in cast(Any, stream):
-                if chunk.usage is not None:
-                    usage = chunk.usage
-                for choice in chunk.choices or ():
-                    delta = choice.delta
-                    if delta is None:
-                        continue
-                    if delta.content:
-                        text.append(delta.content)
-                        await on_text(delta.content)
-                    for fragment in delta.tool_calls or ():
-                        pending = calls.setdefault(fragment.index, _PendingCall())
-                        if fragment.id:
-                            pending.call_id = fragment.id
-                        function = fragment.function
-                        if function is not None:
-                            if function.name and function.name != pending.name:
-                                # OpenAI sends the name once; a server repeating it whole
-                                # in every delta must not double it.
-                                pending.name += function.name
-                            if function.arguments:
-                                pending.arguments.append(function.arguments)
+            while True:
+                try:
+                    chunk = await anext(chunks)
+                except StopAsyncIteration:
+                    break
+                except openai.OpenAIError:
+                    raise
+                except Exception as exc:  # the SDK could not decode a data: line
+                    raise _malformed(undecodable(exc)) from None
+                try:
+                    delta = turn.add(chunk)
+                except MalformedStream as exc:
+                    raise _malformed(exc) from None
+                if delta:
+                    await on_text(delta)
+            try:
+                calls = turn.calls()
+            except MalformedStream as exc:
+                raise _malformed(exc) from None
         finally:
             # Also on cancellation: closing the unread response closes the connection.
             await stream.close()
         latency = self._clock() - started
+        usage = turn.usage
         return ModelTurn(
-            text="".join(text),
-            calls=tuple(decode_call(calls[index]) for index in sorted(calls)),
+            text="".join(turn.text),
+            calls=calls,
             usage=ModelUsage(
                 input_tokens=getattr(usage, "prompt_tokens", None),
                 output_tokens=getattr(usage, "completion_tokens", None),
                 latency_s=latency,
             ),
         )
+
+
+def _malformed(exc: MalformedStream) -> ModelError:
+    _log.warning("the model's stream is malformed: %s", exc)
+    return ModelError(f"malformed stream: {exc}")

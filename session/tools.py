@@ -19,7 +19,6 @@ sandbox (a command may still ``cd ..``), which is why it asks for permission.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import math
 import os
 from collections.abc import Mapping
@@ -31,6 +30,8 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError, best_match
 from jsonschema.protocols import Validator
 from jsonschema.validators import validator_for
+
+from session.shell_output import ShellOutput, kill_process_group
 
 ToolKind = Literal["read", "edit", "delete", "move", "search", "execute", "think", "fetch", "other"]
 
@@ -352,29 +353,24 @@ class RunShellCommand:
             env={**os.environ, "PAGER": "cat"},
             start_new_session=True,
         )
+        assert process.stdout is not None
+        output = ShellOutput()
         try:
-            output, _ = await asyncio.wait_for(process.communicate(), timeout)
+            async with asyncio.timeout(timeout):
+                await output.read_all(process.stdout)
+                await process.wait()
         except TimeoutError:
-            await _kill(process)
+            await kill_process_group(process)
             raise ToolError("shell_timeout", f"command timed out after {timeout:g}s") from None
         except asyncio.CancelledError:
-            await _kill(process)
+            await kill_process_group(process)
             raise
-        output = output[:MAX_OUTPUT_BYTES]
         if process.returncode != 0:
-            tail = output.decode("utf-8", "replace")[-2000:]
+            tail = output.text()[-2000:]
             raise ToolError(
                 "shell_nonzero_exit", f"exit status {process.returncode}\n{tail}".rstrip()
             )
-        return output
-
-
-async def _kill(process: asyncio.subprocess.Process) -> None:
-    """Kill the command's process group and reap it (so its pipes close cleanly)."""
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, 9)
-    with contextlib.suppress(Exception):
-        await asyncio.wait_for(process.communicate(), 5)
+        return output.bytes()
 
 
 def default_tools() -> dict[str, Tool]:

@@ -6,9 +6,10 @@ and tool-call deltas, a usage chunk when ``stream_options.include_usage``, then
 ``data: [DONE]``) or as one JSON completion, and error bodies
 (``{"error": {"message", "type", "code"}}``) with any status.  What it answers
 comes from a per-test responder: a list of :class:`Reply` / :class:`Fail` /
-:class:`Hang` taken in order, or a function of the request body.  Every request
-body is recorded (``requests``), and so is every client that went away in the
-middle of a held stream (``disconnects``).
+:class:`Hang` / :class:`Raw` (a malformed or cut-short stream) taken in
+order, or a function of the request body.  Every request body is recorded
+(``requests``), and so is every client that went away in the middle of a held
+stream (``disconnects``).
 
 It runs in a thread (the stdlib ``ThreadingHTTPServer``) so the agent, a
 subprocess, reaches it through the real SDK over a real socket.
@@ -63,7 +64,22 @@ class Hang:
     limit_s: float = 20.0
 
 
-Answer = Reply | Fail | Hang
+@attrs.frozen(kw_only=True)
+class Raw:
+    """A stream written exactly as given, for streams no well-behaved server sends.
+
+    Each event is a ``delta`` (a dict, wrapped in a chunk of choice 0), the text
+    of a ``data:`` line (a str, written as it is: ``'{"choices": ['``), or raw
+    bytes.  Then a chunk with ``finish`` as its ``finish_reason`` (unless None),
+    then ``data: [DONE]`` (unless ``done`` is false); the connection closes.
+    """
+
+    events: tuple[dict[str, Any] | str | bytes, ...]
+    finish: str | None = "stop"
+    done: bool = True
+
+
+Answer = Reply | Fail | Hang | Raw
 Responder = Callable[[dict[str, Any]], Answer]
 
 
@@ -128,6 +144,8 @@ class FakeOpenAI:
             self._error(handler, answer)
         elif isinstance(answer, Hang):
             self._hang(handler, body, answer)
+        elif isinstance(answer, Raw):
+            self._raw(handler, body, answer)
         elif body.get("stream"):
             self._stream(handler, body, answer)
         else:
@@ -204,6 +222,23 @@ class FakeOpenAI:
         if (body.get("stream_options") or {}).get("include_usage"):
             out.write(self._chunk(body, None, usage=_usage(reply)))
         out.write(b"data: [DONE]\n\n")
+        out.flush()
+
+    def _raw(self, handler: BaseHTTPRequestHandler, body: dict[str, Any], raw: Raw) -> None:
+        self._start_stream(handler)
+        out = handler.wfile
+        for event in raw.events:
+            if isinstance(event, dict):
+                out.write(self._chunk(body, event))
+            elif isinstance(event, str):
+                out.write(f"data: {event}\n\n".encode())
+            else:
+                out.write(event)
+            out.flush()
+        if raw.finish is not None:
+            out.write(self._chunk(body, {}, raw.finish))
+        if raw.done:
+            out.write(b"data: [DONE]\n\n")
         out.flush()
 
     def _complete(

@@ -27,12 +27,11 @@ from session.openai_model import (
     OpenAIChatModel,
     OpenAISettings,
     SystemPromptError,
-    _PendingCall,
-    decode_call,
     describe_error,
     is_context_length_error,
     read_system_prompt,
 )
+from session.openai_stream import _PendingCall, decode_call
 from session.tools import ToolContext, default_tools
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -9,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from guard import declared_transitions
+from guard import TRANSITIONS, Phase, declared_transitions
+from guard._table import FACT_COMBINATIONS, _compile_condition, facts_of
 from tool_failure_guard import render
 from tool_failure_guard.cli import main
 
@@ -41,7 +43,7 @@ def test_dot_is_byte_identical_across_processes() -> None:
     }
     assert len(outputs) == 1
     (dot,) = outputs
-    assert "__initial_1" in dot and "eligible and key_match" in dot
+    assert "__initial -> idle;" in dot and "eligible and key_match" in dot
 
 
 def test_check_reports_a_stale_file_and_render_repairs_it(
@@ -71,3 +73,94 @@ def test_design_doc_without_markers_is_a_clear_error(
 def test_design_doc_embeds_the_generated_mermaid() -> None:
     design = (ROOT / "docs" / "design.md").read_text(encoding="utf-8")
     assert "```mermaid\n" + render.mermaid() + "```" in design
+
+
+SVG = ROOT / "diagrams" / "repeated_tool_failure.svg"
+_LINE = re.compile(r"^(\d+)\. \[(.+)\] / (\w+)$")
+
+
+def _copy_project(tmp_path: Path) -> Path:
+    shutil.copytree(ROOT / "diagrams", tmp_path / "diagrams")
+    (tmp_path / "docs").mkdir()
+    shutil.copy(ROOT / "docs" / "design.md", tmp_path / "docs" / "design.md")
+    return tmp_path / "diagrams" / "repeated_tool_failure.svg"
+
+
+def test_one_edge_per_pair_of_phases_and_each_label_line_is_one_transition() -> None:
+    """No two arcs (or self-loops) share both ends, so no two labels compete for a place."""
+    dot = render.stable_dot()
+    pairs = re.findall(r"^  (\w+) -> (\w+)", dot, re.MULTILINE)
+    assert len(pairs) == len(set(pairs))
+    labels = [line for edge in render.edges() for line in edge.lines]
+    expected = sorted(
+        f"{t.order + 1}. [{t.condition or 'otherwise'}] / {t.action}"
+        for t in declared_transitions()
+    )
+    assert sorted(labels) == expected
+    for edge in render.edges():  # the lines of one edge in priority order
+        numbers = [int(line.split(".")[0]) for line in edge.lines]
+        assert numbers == sorted(numbers)
+    # The one event is named once, in the title, not on every edge.
+    assert len(re.findall(r"\bsettle\b", dot)) == 1
+
+
+def test_the_picture_alone_gives_the_runtime_table() -> None:
+    """Read only the committed SVG's text: the lowest-numbered line whose condition
+    holds must be the transition the runtime takes, for every phase and facts."""
+    content = render.svg_content(SVG.read_text(encoding="utf-8"))
+    leaving: dict[str, list[tuple[int, str, str, str]]] = {}
+    for name, lines in content.edges:
+        source, target = name.split("->")
+        for line in lines:
+            match = _LINE.match(line)
+            assert match is not None, line
+            number, condition, action = match.groups()
+            leaving.setdefault(source, []).append((int(number), condition, action, target))
+    for phase in (Phase.IDLE, Phase.TRACKING, Phase.WARNED):
+        rows = sorted(leaving[phase.value])
+        assert [row[0] for row in rows] == list(range(1, len(rows) + 1))  # a total order
+        for index in range(FACT_COMBINATIONS):
+            facts = facts_of(index)
+            fired = next(
+                row for row in rows if row[1] == "otherwise" or _compile_condition(row[1])(facts)
+            )
+            expected = TRANSITIONS[phase][index]
+            assert (fired[3], fired[2]) == (expected.target.value, expected.action)
+    assert "latched" not in leaving  # final
+
+
+def test_check_ignores_another_graphviz_layout_but_not_other_content(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    svg = _copy_project(tmp_path)
+    original = svg.read_text(encoding="utf-8")
+    # Another Graphviz version: other version comment, other coordinates and sizes.
+    relaid = re.sub(r"graphviz version [^\n]*", "graphviz version 12.2.1 (20241206.2353)", original)
+    relaid = re.sub(r"-?\d+\.\d+", lambda m: f"{float(m.group(0)) * 1.5 + 3:.2f}", relaid)
+    assert relaid != original
+    svg.write_text(relaid, encoding="utf-8")
+    assert main(["render", "--check", "--root", str(tmp_path)]) == 0
+    # A label that says something else is stale, whatever the layout.
+    svg.write_text(relaid.replace("/ remind", "/ latch"), encoding="utf-8")
+    assert main(["render", "--check", "--root", str(tmp_path)]) == 1
+    assert "repeated_tool_failure.svg is stale" in capsys.readouterr().err
+    # So is a line moved to another edge, and a document that is not SVG.
+    moved = relaid.replace("3. [otherwise] / hold", "X").replace("6. [otherwise] / hold", "X")
+    svg.write_text(moved.replace("X", "6. [otherwise] / hold", 1), encoding="utf-8")
+    assert main(["render", "--check", "--root", str(tmp_path)]) == 1
+    svg.write_text("not svg", encoding="utf-8")
+    assert main(["render", "--check", "--root", str(tmp_path)]) == 1
+
+
+def test_check_needs_no_graphviz(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    svg = _copy_project(tmp_path)
+    monkeypatch.setenv("PATH", str(tmp_path / "no-bin"))
+    assert render.svg("digraph {}") is None
+    assert main(["render", "--check", "--root", str(tmp_path)]) == 0
+    svg.unlink()
+    assert main(["render", "--check", "--root", str(tmp_path)]) == 1
+    # Writing cannot render it without dot: a clear note, and a non-zero exit.
+    assert main(["render", "--root", str(tmp_path)]) == 1
+    assert "dot not found" in capsys.readouterr().err
