@@ -35,7 +35,8 @@ def chat_model(base_url: str) -> OpenAIChatCompletionsModel:
 
 def make_agent(base_url: str, tools: Sequence[Any], **options: Any) -> Agent[Any]:
     options.setdefault("instructions", "You are a careful coding agent.")
-    return Agent(name="coder", model=chat_model(base_url), tools=list(tools), **options)
+    options.setdefault("name", "coder")
+    return Agent(model=chat_model(base_url), tools=list(tools), **options)
 
 
 def run_config(**options: Any) -> RunConfig:
@@ -58,6 +59,7 @@ def run(
 ) -> RunResultBase:
     """One guarded run to its end, in ``way``; bounded so a broken run cannot hang the suite."""
     options.setdefault("run_config", run_config())
+    options.setdefault("max_turns", 40)
     if way == "run_sync":
         return runner.run_sync(agent, prompt, **options)
 

@@ -176,6 +176,8 @@ def _interrupted(result: RunResultBase) -> list[str]:
 
 
 def _stop_reason(error: BaseException | None) -> str:
+    if isinstance(error, RepeatedToolFailureStopped):
+        return "end_turn"  # stopped by a protection: the prompt record's loop_type says which
     if isinstance(error, asyncio.CancelledError | KeyboardInterrupt):
         return "cancelled"
     if isinstance(error, MaxTurnsExceeded):

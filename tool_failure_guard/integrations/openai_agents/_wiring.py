@@ -26,6 +26,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from agents import Agent, FunctionTool, RunConfig, RunHooks, ToolsToFinalOutputResult
+from agents.exceptions import AgentsException
 from agents.handoffs import Handoff
 from agents.items import ModelResponse
 from agents.run_config import CallModelData, ModelInputData, ToolErrorFormatterArgs
@@ -221,13 +222,15 @@ class GuardHooks(RunHooks[Any]):
         await self._inner.on_tool_end(context, agent, tool, result)
 
 
-class RepeatedToolFailureStopped(Exception):
-    """The core stopped the run at a batch whose results the SDK never handed to the agent.
+class RepeatedToolFailureStopped(AgentsException):
+    """The core stopped the run at a batch the SDK never handed to ``tool_use_behavior``.
 
-    That happens when a response's tool calls came with a handoff (the SDK
-    then skips ``tool_use_behavior``): the stop is applied before the next
-    model request by raising this, so no request is made.  ``stop`` is the
-    same typed signal :meth:`GuardedRunner.stop_of` returns.
+    The SDK skips the agent's ``tool_use_behavior`` when a response has no
+    function-tool result (every call named an unknown tool) or came with a
+    handoff; a stop decided for such a batch is applied before the next model
+    request by raising this, so no request is made.  ``stop`` is the same
+    typed signal :meth:`GuardedRunner.stop_of` returns; the SDK attaches the
+    settled items as ``run_data``.
     """
 
     def __init__(self, stop: Any) -> None:

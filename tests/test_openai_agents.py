@@ -1,0 +1,407 @@
+"""The OpenAI Agents SDK adapter: the real SDK over the real wire, to the 127.0.0.1 test server.
+
+Every run here is ``agents`` 0.24 with its ``OpenAIChatCompletionsModel`` and an
+``openai.AsyncOpenAI`` client talking HTTP to :mod:`openai_server`; nothing of
+the framework is mocked.  What is asserted is what the server received (each
+model request) and what the run returned.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from agents import FunctionTool, UserError, function_tool
+from hosts.openai_agents import WAYS, make_agent, run, run_config
+from openai_server import FakeOpenAI, Reply, call, serve
+from telemetry_harness import Harness
+
+from guard import REPEATED_TOOL_FAILURE_REMINDER, REPEATED_TOOL_FAILURE_STOP_MESSAGE, GuardMode
+from session.telemetry import GUARD_COUNTER, GUARD_LOG_EVENT, PROMPT_EVENT, TOOL_CALL_EVENT
+from tool_failure_guard.core import (
+    LOOP_INVALID_TOOL_PARAMS,
+    LOOP_REPEATED_TOOL_FAILURE,
+    Continue,
+    raised,
+)
+from tool_failure_guard.integrations.openai_agents import (
+    GuardedRunner,
+    GuardStop,
+    RepeatedToolFailureStopped,
+)
+from tool_failure_guard.integrations.openai_agents._run import GuardedRun, function_call
+
+REMINDER = REPEATED_TOOL_FAILURE_REMINDER
+
+
+@function_tool
+def read_file(path: str) -> str:
+    """Read a file of the project."""
+    raise FileNotFoundError(f"no such file: {path}")
+
+
+@function_tool
+def list_dir(path: str) -> str:
+    """List a directory of the project."""
+    return "a.txt b.txt"
+
+
+def _custom_error(ctx: Any, error: Exception) -> str:
+    return f"custom handler: {type(error).__name__}"
+
+
+@function_tool(failure_error_function=_custom_error)
+def fetch_url(url: str) -> str:
+    """Fetch a URL."""
+    raise ConnectionRefusedError(f"refused: {url}")
+
+
+def turns(plan: Callable[[int], Reply]) -> Callable[[dict[str, Any]], Reply]:
+    """A responder answering by the number of assistant turns already in the request."""
+
+    def respond(body: dict[str, Any]) -> Reply:
+        return plan(sum(1 for m in body["messages"] if m["role"] == "assistant"))
+
+    return respond
+
+
+def failing(tool: str = "read_file", args: dict[str, Any] | str | None = None, *, upto: int = 30):
+    """Call ``tool`` every turn (until ``upto`` turns, then a final text)."""
+    arguments = {"path": "missing.txt"} if args is None else args
+    return turns(
+        lambda n: (
+            Reply(calls=(call(f"c{n}", tool, arguments),)) if n < upto else Reply(text="I give up.")
+        )
+    )
+
+
+def reminders(fake: FakeOpenAI, index: int) -> list[int]:
+    """Positions of the system reminder messages in request ``index``."""
+    return [
+        i
+        for i, m in enumerate(fake.messages(index))
+        if m["role"] == "system" and REMINDER in str(m.get("content"))
+    ]
+
+
+def tool_outputs(fake: FakeOpenAI, index: int) -> list[str]:
+    return [str(m["content"]) for m in fake.messages(index) if m["role"] == "tool"]
+
+
+# -- the failing-tool loop, in each of the three ways -------------------------------
+
+
+@pytest.mark.parametrize("way", WAYS)
+def test_enforce_reminds_once_then_stops_in_every_way(way: str) -> None:
+    fake = FakeOpenAI(failing())
+    with serve(fake):
+        result = run(
+            GuardedRunner(mode="enforce"), make_agent(fake.base_url, [read_file]), "go", way
+        )  # type: ignore[arg-type]
+    # 8 failures -> the reminder in request 9; the 9th failure stops: no 10th request.
+    assert len(fake.requests) == 9
+    assert [len(reminders(fake, i)) for i in range(9)] == [0] * 8 + [1]
+    stop = GuardedRunner.stop_of(result)
+    assert isinstance(stop, GuardStop)
+    assert stop.loop_type == LOOP_REPEATED_TOOL_FAILURE
+    assert result.final_output == stop.notice == REPEATED_TOOL_FAILURE_STOP_MESSAGE
+    # The settled results stay in the run's history: nine calls, nine outputs.
+    items = result.to_input_list()
+    outputs = [i for i in items if isinstance(i, dict) and i.get("type") == "function_call_output"]
+    assert len(outputs) == 9
+
+
+def test_a_second_run_starts_with_a_fresh_guard() -> None:
+    runner = GuardedRunner(mode="enforce")
+    for _ in range(2):
+        fake = FakeOpenAI(failing())
+        with serve(fake):
+            result = run(runner, make_agent(fake.base_url, [read_file]), "go")
+        assert len(fake.requests) == 9  # not stopped before its first request
+        assert GuardedRunner.stop_of(result) is not None
+
+
+def test_a_run_the_guard_did_not_stop_has_no_stop_signal() -> None:
+    fake = FakeOpenAI(failing(upto=3))
+    with serve(fake):
+        result = run(GuardedRunner(mode="enforce"), make_agent(fake.base_url, [read_file]), "go")
+    assert GuardedRunner.stop_of(result) is None
+    assert result.final_output == "I give up."
+
+
+def test_the_agent_passed_in_is_not_changed() -> None:
+    fake = FakeOpenAI(failing(upto=2))
+    with serve(fake):
+        agent = make_agent(fake.base_url, [read_file])
+        before = (list(agent.tools), agent.tool_use_behavior, read_file.on_invoke_tool)
+        run(GuardedRunner(mode="enforce"), agent, "go")
+    assert (list(agent.tools), agent.tool_use_behavior, read_file.on_invoke_tool) == before
+
+
+# -- modes ---------------------------------------------------------------------------
+
+
+def _transcript(mode: str) -> list[list[dict[str, Any]]]:
+    fake = FakeOpenAI(failing(upto=12))
+    with serve(fake):
+        run(GuardedRunner(mode=mode), make_agent(fake.base_url, [read_file]), "go")
+    return [fake.messages(i) for i in range(len(fake.requests))]
+
+
+def test_shadow_and_warn_are_off_apart_from_the_reminder() -> None:
+    off, shadow, warn = _transcript("off"), _transcript("shadow"), _transcript("warn")
+    assert shadow == off
+    assert len(warn) == len(off) == 13
+    without = [[m for m in request if REMINDER not in str(m.get("content"))] for request in warn]
+    assert without == off
+    # warn: exactly one reminder, placed after the 8th tool output, in every later request.
+    for index, request in enumerate(warn):
+        placed = [i for i, m in enumerate(request) if REMINDER in str(m.get("content"))]
+        assert len(placed) == (1 if index >= 8 else 0)
+        if placed:
+            assert request[placed[0] - 1]["role"] == "tool"
+            assert request[placed[0] - 1]["tool_call_id"] == "c7"
+            assert request[placed[0]]["role"] == "system"
+
+
+def test_the_mode_comes_from_the_environment_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("QWEN_CODE_ACP_REPEATED_TOOL_FAILURE_GUARD", "enforce")
+    assert GuardedRunner().mode.value == "enforce"
+    monkeypatch.delenv("QWEN_CODE_ACP_REPEATED_TOOL_FAILURE_GUARD")
+    assert GuardedRunner().mode.value == "shadow"
+    assert GuardedRunner(mode="warn").mode.value == "warn"
+    with pytest.raises(ValueError, match="mode must be one of"):
+        GuardedRunner(mode="loud")
+
+
+# -- what the adapter must still see -------------------------------------------------
+
+
+def test_a_tool_with_its_own_failure_error_function_is_observed() -> None:
+    fake = FakeOpenAI(failing("fetch_url", {"url": "http://x"}))
+    with serve(fake):
+        agent = make_agent(fake.base_url, [fetch_url])
+        result = run(GuardedRunner(mode="enforce"), agent, "go")
+    assert GuardedRunner.stop_of(result) is not None
+    assert len(fake.requests) == 9
+    # The tool's own handler still answered the model.
+    assert tool_outputs(fake, 8)[0] == "custom handler: ConnectionRefusedError"
+
+
+def test_invalid_arguments_are_never_counted_by_the_guard() -> None:
+    harness = Harness()
+    fake = FakeOpenAI(failing(args="{not json"))
+    with serve(fake):
+        runner = GuardedRunner(mode="enforce", telemetry=harness.sink)
+        result = run(runner, make_agent(fake.base_url, [read_file]), "go")
+    stop = GuardedRunner.stop_of(result)
+    # The invalid-parameter protection stops it (three not_started calls), never this guard.
+    assert stop is not None and stop.loop_type == LOOP_INVALID_TOOL_PARAMS
+    assert len(fake.requests) == 3
+    assert all(not reminders(fake, i) for i in range(3))
+    calls = harness.logs(TOOL_CALL_EVENT)
+    assert [c["execution_status"] for c in calls] == ["not_started"] * 3
+    assert {c["execution_error_type"] for c in calls} == {"invalid_tool_params"}
+    assert not [d for d in harness.logs(GUARD_LOG_EVENT) if d["decision"] != "reset"]
+
+
+def test_an_unknown_tool_is_not_started_when_the_sdk_answers_the_model() -> None:
+    harness = Harness()
+    fake = FakeOpenAI(failing("no_such_tool", {"x": 1}))
+    config = run_config(tool_not_found_behavior="return_error_to_model")
+    with serve(fake):
+        runner = GuardedRunner(mode="enforce", telemetry=harness.sink)
+        # No function-tool result: the SDK skips tool_use_behavior, so the stop is raised
+        # before the next request (typed), with the settled items attached.
+        with pytest.raises(RepeatedToolFailureStopped) as raised:
+            run(runner, make_agent(fake.base_url, [read_file]), "go", run_config=config)
+    assert raised.value.stop.loop_type == LOOP_INVALID_TOOL_PARAMS
+    assert len(fake.requests) == 3
+    assert raised.value.run_data is not None
+    outputs = [i for i in raised.value.run_data.new_items if i.type == "tool_call_output_item"]
+    assert len(outputs) == 3
+    assert harness.logs(PROMPT_EVENT)[0]["loop_type"] == LOOP_INVALID_TOOL_PARAMS
+    calls = harness.logs(TOOL_CALL_EVENT)
+    assert {c["execution_error_type"] for c in calls} == {"tool_not_registered"}
+
+
+def test_parallel_calls_in_one_response_are_one_batch() -> None:
+    harness = Harness()
+    # Two failing calls per response: 8 failures after 4 batches -> reminder in request 5.
+    plan = turns(
+        lambda n: Reply(
+            calls=(
+                call(f"a{n}", "read_file", {"path": "one"}),
+                call(f"b{n}", "read_file", {"path": "two"}),
+            )
+        )
+    )
+    fake = FakeOpenAI(plan)
+    with serve(fake):
+        runner = GuardedRunner(mode="enforce", telemetry=harness.sink)
+        result = run(runner, make_agent(fake.base_url, [read_file]), "go")
+    assert [len(reminders(fake, i)) for i in range(len(fake.requests))] == [0, 0, 0, 0, 1]
+    assert GuardedRunner.stop_of(result) is not None
+    # The reminder follows both outputs of the 4th response.
+    request = fake.messages(4)
+    place = reminders(fake, 4)[0]
+    assert [m.get("tool_call_id") for m in request[place - 2 : place]] == ["a3", "b3"]
+    records = harness.logs(TOOL_CALL_EVENT)
+    assert len(records) == 10
+    assert {r["batch_ordinal"] for r in records} == {1, 2, 3, 4, 5}
+    assert all(d["receipt_complete"] for d in harness.logs(GUARD_LOG_EVENT))
+
+
+def test_an_earlier_streaks_reminder_is_kept_when_a_later_one_is_added() -> None:
+    # Streak 1: 8 x read_file fails; then read_file succeeds once (the candidate's own
+    # success resets); streak 2: 8 x fetch_url fails (a new candidate) -> a second reminder.
+    state = {"read_ok": False}
+
+    @function_tool(name_override="read_file")
+    def flaky_read(path: str) -> str:
+        """Read a file."""
+        if state["read_ok"]:
+            return "contents"
+        raise FileNotFoundError(path)
+
+    def plan(n: int) -> Reply:
+        if n < 8:
+            return Reply(calls=(call(f"r{n}", "read_file", {"path": "p"}),))
+        if n == 8:
+            state["read_ok"] = True
+            return Reply(calls=(call("ok", "read_file", {"path": "p"}),))
+        if n < 17:
+            return Reply(calls=(call(f"f{n}", "fetch_url", {"url": "u"}),))
+        return Reply(text="done")
+
+    fake = FakeOpenAI(turns(plan))
+    with serve(fake):
+        run(GuardedRunner(mode="warn"), make_agent(fake.base_url, [flaky_read, fetch_url]), "go")
+    last = len(fake.requests) - 1
+    assert last == 17
+    placed = reminders(fake, last)
+    assert len(placed) == 2
+    request = fake.messages(last)
+    assert [request[p - 1]["tool_call_id"] for p in placed] == ["r7", "f16"]
+    # Each reminder is in every request after its streak, at the same place.
+    for index in range(9, last + 1):
+        assert fake.messages(index)[placed[0] - 1]["tool_call_id"] == "r7"
+        assert len(reminders(fake, index)) == (2 if index >= 17 else 1)
+
+
+def test_a_cancelled_call_is_never_counted() -> None:
+    @function_tool(name_override="read_file")
+    def cancelling_read(path: str) -> str:
+        """Read a file."""
+        if path == "cancel":
+            raise asyncio.CancelledError()
+        raise FileNotFoundError(path)
+
+    def plan(n: int) -> Reply:
+        if n == 7:
+            return Reply(calls=(call("cut", "read_file", {"path": "cancel"}),))
+        if n < 15:
+            return Reply(calls=(call(f"c{n}", "read_file", {"path": "p"}),))
+        return Reply(text="done")
+
+    harness = Harness()
+    fake = FakeOpenAI(turns(plan))
+    with serve(fake):
+        runner = GuardedRunner(mode="enforce", telemetry=harness.sink)
+        result = run(runner, make_agent(fake.base_url, [cancelling_read]), "go")
+    # 7 failures, a cancellation (resets), 7 failures: never 8 in a row -> no reminder.
+    assert GuardedRunner.stop_of(result) is None
+    assert all(not reminders(fake, i) for i in range(len(fake.requests)))
+    statuses = [
+        (r["terminal_status"], r["execution_status"]) for r in harness.logs(TOOL_CALL_EVENT)
+    ]
+    assert statuses[7] == ("cancelled", "cancelled")
+
+
+def test_a_hand_built_function_tool_is_observed() -> None:
+    async def invoke(ctx: Any, arguments: str) -> str:
+        raise PermissionError(json.loads(arguments)["path"])
+
+    tool = FunctionTool(
+        name="read_file",
+        description="Read a file.",
+        params_json_schema={
+            "type": "object",
+            "properties": {"path": {"type": "string"}},
+            "required": ["path"],
+            "additionalProperties": False,
+        },
+        on_invoke_tool=invoke,
+    )
+    harness = Harness()
+    fake = FakeOpenAI(failing())
+    with serve(fake):
+        runner = GuardedRunner(mode="enforce", telemetry=harness.sink)
+        # A hand-built invoker that raises fails the run (the SDK's rule), observed first.
+        with pytest.raises(UserError, match="Error running tool read_file"):
+            run(runner, make_agent(fake.base_url, [tool]), "go")
+    records = harness.logs(TOOL_CALL_EVENT)
+    assert [r["execution_error_type"] for r in records] == ["permission_denied"]
+    assert harness.logs(PROMPT_EVENT)[0]["stop_reason"] == "error"
+
+
+# -- telemetry and the fail-open warning ------------------------------------------------
+
+
+def test_telemetry_goes_to_the_agents_sinks_with_this_route() -> None:
+    harness = Harness()
+    fake = FakeOpenAI(failing())
+    with serve(fake):
+        runner = GuardedRunner(mode="enforce", telemetry=harness.sink)
+        run(runner, make_agent(fake.base_url, [read_file]), "go")
+    routes = {attrs["route"] for attrs, _ in harness.points(GUARD_COUNTER)}
+    assert routes == {"openai_agents"}
+    decisions = [d["decision"] for d in harness.logs(GUARD_LOG_EVENT)]
+    assert decisions[-2:] == ["warned", "stopped"]
+    (prompt,) = harness.logs(PROMPT_EVENT)
+    assert prompt["route"] == "openai_agents"
+    assert prompt["loop_type"] == "repeated_tool_execution_failure"
+    assert (prompt["model_turns"], prompt["tool_calls"], prompt["batches"]) == (9, 9, 9)
+    assert len(harness.logs(TOOL_CALL_EVENT)) == 9
+
+
+def test_a_run_whose_tool_calls_were_never_observed_warns_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # The model hands off to a second agent: its tool calls are not the guarded agent's
+    # FunctionTools, so the adapter never sees their outcomes.
+    def plan(n: int) -> Reply:
+        if n == 0:
+            return Reply(calls=(call("h0", "transfer_to_helper", {}),))
+        if n == 1:
+            return Reply(calls=(call("t1", "list_dir", {"path": "."}),))
+        return Reply(text="done")
+
+    fake = FakeOpenAI(turns(plan))
+    with serve(fake):
+        helper = make_agent(fake.base_url, [list_dir], name="helper")
+        agent = make_agent(fake.base_url, [read_file], handoffs=[helper])
+        harness = Harness()
+        runner = GuardedRunner(mode="enforce", telemetry=harness.sink)
+        with caplog.at_level(logging.WARNING, "tool_failure_guard.integrations.openai_agents"):
+            result = run(runner, agent, "go")
+    assert result.final_output == "done"
+    warnings = [r for r in caplog.records if "observed none" in r.getMessage()]
+    assert len(warnings) == 1
+    assert "tool_failure_guard.integrations.openai_agents" in warnings[0].getMessage()
+    assert harness.logs(TOOL_CALL_EVENT) == []  # nothing was seen, nothing is made up
+    assert harness.logs(PROMPT_EVENT)[0]["tool_calls"] == 1
+
+
+def test_a_call_whose_outcome_was_not_seen_makes_the_receipt_incomplete() -> None:
+    run = GuardedRun(GuardMode.ENFORCE)
+    run.model_response([function_call("a", "read_file", "{}"), function_call("b", "x", "{}")])
+    run.settle("a", lambda c: raised(c, FileNotFoundError("a")))
+    assert [c.call_id for c in run.pending()] == ["b"]
+    action = run.close()
+    assert isinstance(action, Continue) and action.guard_step is not None
+    assert action.guard_step.receipt.complete is False
