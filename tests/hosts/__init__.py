@@ -11,7 +11,7 @@ import importlib
 from host_behaviour import HostDriver
 
 #: One line per host driver module.
-HOSTS: tuple[str, ...] = ("acp",)
+HOSTS: tuple[str, ...] = ("acp", "openai_agents")
 
 
 def drivers() -> list[HostDriver]:

@@ -29,7 +29,12 @@ from guard import GuardMode
 from session.telemetry import GuardTelemetry
 from tool_failure_guard.core import DEFAULT_TOOL_CALL_CAP
 from tool_failure_guard.integrations.openai_agents._outcomes import OUTCOME_ROWS, OutcomeRow
-from tool_failure_guard.integrations.openai_agents._run import ROUTE, GuardedRun, GuardStop
+from tool_failure_guard.integrations.openai_agents._run import (
+    ROUTE,
+    GuardedRun,
+    GuardStop,
+    RunReport,
+)
 from tool_failure_guard.integrations.openai_agents._wiring import (
     GuardHooks,
     RepeatedToolFailureStopped,
@@ -45,6 +50,7 @@ __all__ = [
     "GuardedRunner",
     "OutcomeRow",
     "RepeatedToolFailureStopped",
+    "RunReport",
 ]
 
 #: The run behind each live result a guarded run returned (``stop_of``), by identity:
@@ -95,6 +101,12 @@ class GuardedRunner:
         """
         run = _RUNS.get(id(result))
         return run.stop if run is not None else None
+
+    @staticmethod
+    def report_of(result: RunResultBase) -> RunReport | None:
+        """What the guard did in the run behind ``result`` (None: not a guarded run's result)."""
+        run = _RUNS.get(id(result))
+        return run.report() if run is not None else None
 
     # -- the three ways to run ---------------------------------------------------------
 

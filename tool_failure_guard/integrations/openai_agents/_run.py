@@ -63,6 +63,19 @@ class GuardStop:
     mode: GuardMode
 
 
+@attrs.frozen(kw_only=True)
+class RunReport:
+    """What the guard did in one run: for logs, dashboards and tests (no tool names)."""
+
+    mode: GuardMode
+    #: the guard decision kind of every batch the guard reduced, in order
+    decisions: tuple[str, ...]
+    batches: int  #: settled batches (the ones a protection stopped before the guard included)
+    tool_calls: int
+    observed: int  #: call outcomes the adapter saw
+    stop: GuardStop | None
+
+
 @attrs.frozen
 class _Reminder:
     """A reminder and its place: right after the function responses of ``anchors``."""
@@ -98,6 +111,7 @@ class GuardedRun:
         self._calls: dict[str, FunctionCall] = {}
         self._reminders: list[_Reminder] = []
         self.stop: GuardStop | None = None
+        self.decisions: list[str] = []
         self.model_turns = 0
         self.tool_calls = 0
         self.observed = 0
@@ -155,6 +169,7 @@ class GuardedRun:
         self._report_calls(batch)
         step = action.guard_step if isinstance(action, Continue | Stop) else None
         if step is not None:
+            self.decisions.append(step.decision.kind.value)
             self._report_step(step)
         if isinstance(action, Continue) and action.system_texts:
             anchors = frozenset(call.call_id for call in batch.calls)
@@ -185,6 +200,16 @@ class GuardedRun:
                     place = index + 1
             out.insert(place, reminder_item(reminder.text))
         return out
+
+    def report(self) -> RunReport:
+        return RunReport(
+            mode=self.mode,
+            decisions=tuple(self.decisions),
+            batches=self.protection.batches,
+            tool_calls=self.tool_calls,
+            observed=self.observed,
+            stop=self.stop,
+        )
 
     # -- the end of the run ----------------------------------------------------------
 
