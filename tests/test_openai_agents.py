@@ -405,3 +405,37 @@ def test_a_call_whose_outcome_was_not_seen_makes_the_receipt_incomplete() -> Non
     action = run.close()
     assert isinstance(action, Continue) and action.guard_step is not None
     assert action.guard_step.receipt.complete is False
+
+
+def test_an_approval_wait_and_a_rejected_approval_are_cancelled_not_started() -> None:
+    @function_tool(needs_approval=True)
+    def delete_file(path: str) -> str:
+        """Delete a file (asks first)."""
+        return "deleted"
+
+    def plan(n: int) -> Reply:
+        if n == 0:
+            return Reply(calls=(call("d0", "delete_file", {"path": "a"}),))
+        return Reply(text="left it alone")
+
+    harness = Harness()
+    fake = FakeOpenAI(turns(plan))
+    with serve(fake):
+        runner = GuardedRunner(mode="enforce", telemetry=harness.sink)
+        agent = make_agent(fake.base_url, [delete_file])
+        waiting = run(runner, agent, "go")
+        assert len(waiting.interruptions) == 1
+        state = waiting.to_state()
+        state.reject(waiting.interruptions[0])
+
+        async def resume() -> Any:
+            return await runner.run(agent, state, run_config=run_config())
+
+        resumed = asyncio.run(asyncio.wait_for(resume(), 60))
+    assert resumed.final_output == "left it alone"
+    records = harness.logs(TOOL_CALL_EVENT)
+    statuses = [(r["terminal_status"], r["execution_status"]) for r in records]
+    # the run that stopped to ask, then the resumed run whose user said no
+    assert statuses == [("cancelled", "not_started"), ("cancelled", "not_started")]
+    report = GuardedRunner.report_of(resumed)
+    assert report is not None and report.observed == 1 and report.batches == 1

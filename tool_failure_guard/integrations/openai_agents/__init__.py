@@ -22,7 +22,7 @@ import asyncio
 import weakref
 from typing import Any
 
-from agents import Agent, MaxTurnsExceeded, Runner, RunResult, RunResultStreaming
+from agents import Agent, MaxTurnsExceeded, Runner, RunResult, RunResultStreaming, RunState
 from agents.result import RunResultBase
 
 from guard import GuardMode
@@ -34,6 +34,7 @@ from tool_failure_guard.integrations.openai_agents._run import (
     GuardedRun,
     GuardStop,
     RunReport,
+    function_call,
 )
 from tool_failure_guard.integrations.openai_agents._wiring import (
     GuardHooks,
@@ -112,7 +113,7 @@ class GuardedRunner:
 
     async def run(self, starting_agent: Agent[Any], input: Any, **kwargs: Any) -> RunResult:
         """``Runner.run`` with a fresh guard (same arguments)."""
-        run, agent, kwargs = self._prepare(starting_agent, kwargs)
+        run, agent, kwargs = self._prepare(starting_agent, input, kwargs)
         try:
             result = await Runner.run(agent, input, **kwargs)
         except BaseException as error:
@@ -122,7 +123,7 @@ class GuardedRunner:
 
     def run_sync(self, starting_agent: Agent[Any], input: Any, **kwargs: Any) -> RunResult:
         """``Runner.run_sync`` with a fresh guard (same arguments)."""
-        run, agent, kwargs = self._prepare(starting_agent, kwargs)
+        run, agent, kwargs = self._prepare(starting_agent, input, kwargs)
         try:
             result = Runner.run_sync(agent, input, **kwargs)
         except BaseException as error:
@@ -134,7 +135,7 @@ class GuardedRunner:
         self, starting_agent: Agent[Any], input: Any, **kwargs: Any
     ) -> RunResultStreaming:
         """``Runner.run_streamed`` with a fresh guard (same arguments)."""
-        run, agent, kwargs = self._prepare(starting_agent, kwargs)
+        run, agent, kwargs = self._prepare(starting_agent, input, kwargs)
         result = Runner.run_streamed(agent, input, **kwargs)
         _remember(result, run)
         task = result.run_loop_task
@@ -156,7 +157,7 @@ class GuardedRunner:
     # -- internals ---------------------------------------------------------------------
 
     def _prepare(
-        self, starting_agent: Agent[Any], kwargs: dict[str, Any]
+        self, starting_agent: Agent[Any], input: Any, kwargs: dict[str, Any]
     ) -> tuple[GuardedRun, Agent[Any], dict[str, Any]]:
         if not isinstance(starting_agent, Agent):
             raise TypeError(
@@ -165,6 +166,9 @@ class GuardedRunner:
         run = GuardedRun(
             mode_for_run(self._mode), telemetry=self._telemetry, tool_call_cap=self._tool_call_cap
         )
+        if isinstance(input, RunState):
+            # A resumed run: the calls that waited for approval are its first batch.
+            run.open(pending_calls(input))
         kwargs = dict(kwargs)
         kwargs["hooks"] = GuardHooks(run, kwargs.get("hooks"))
         kwargs["run_config"] = guarded_config(kwargs.get("run_config"), run)
@@ -177,11 +181,31 @@ class GuardedRunner:
         return result
 
 
+def pending_calls(state: RunState[Any]) -> list[Any]:
+    """The function calls a resumed run's approvals decide, in order."""
+    calls = []
+    for item in state.get_interruptions():
+        raw = getattr(item, "raw_item", None)
+        if _field(raw, "type") == "function_call":
+            calls.append(
+                function_call(
+                    str(_field(raw, "call_id") or ""),
+                    str(_field(raw, "name") or ""),
+                    str(_field(raw, "arguments") or ""),
+                )
+            )
+    return calls
+
+
+def _field(raw: Any, name: str) -> Any:
+    return raw.get(name) if isinstance(raw, dict) else getattr(raw, name, None)
+
+
 def _interrupted(result: RunResultBase) -> list[str]:
     """The call ids a run stopped on to ask for approval."""
     ids: list[str] = []
     for item in getattr(result, "interruptions", None) or ():
-        call_id = getattr(getattr(item, "raw_item", None), "call_id", None)
+        call_id = _field(getattr(item, "raw_item", None), "call_id")
         if isinstance(call_id, str):
             ids.append(call_id)
     return ids

@@ -125,6 +125,10 @@ class GuardedRun:
         """One model response arrived: its function calls are the next batch."""
         self.model_turns += 1
         self._count_usage(usage)
+        self.open(calls)
+
+    def open(self, calls: Sequence[FunctionCall]) -> None:
+        """``calls`` are the next batch (a model response's, or a resumed run's pending ones)."""
         if self._batch is not None:  # its tools never reported back: reduce what was seen
             self.close()
         if not calls or self.protection.stopped is not None:
