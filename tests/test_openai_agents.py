@@ -439,3 +439,56 @@ def test_an_approval_wait_and_a_rejected_approval_are_cancelled_not_started() ->
     assert statuses == [("cancelled", "not_started"), ("cancelled", "not_started")]
     report = GuardedRunner.report_of(resumed)
     assert report is not None and report.observed == 1 and report.batches == 1
+
+
+def test_a_tool_past_its_timeout_is_an_execution_failure_typed_timeout() -> None:
+    @function_tool(name_override="read_file", timeout=0.05)
+    async def slow_read(path: str) -> str:
+        """Read a file (slowly)."""
+        await asyncio.sleep(30)
+        return "late"
+
+    harness = Harness()
+    fake = FakeOpenAI(failing(upto=1))
+    with serve(fake):
+        runner = GuardedRunner(mode="enforce", telemetry=harness.sink)
+        run(runner, make_agent(fake.base_url, [slow_read]), "go")
+    (record,) = harness.logs(TOOL_CALL_EVENT)
+    assert (record["terminal_status"], record["execution_status"]) == ("error", "error")
+    assert record["execution_error_type"] == "timeout"
+    assert "timed out" in tool_outputs(fake, 1)[0]  # the SDK's own timeout text
+
+
+def test_a_replayed_call_id_is_answered_without_running_the_tool() -> None:
+    ran: list[str] = []
+
+    @function_tool(name_override="list_dir")
+    def counting_list(path: str) -> str:
+        """List a directory."""
+        ran.append(path)
+        return "a.txt"
+
+    def plan(n: int) -> Reply:
+        if n == 0:
+            return Reply(calls=(call("same", "list_dir", {"path": "."}),))
+        if n == 1:  # the provider replays the answered id next to a new call
+            return Reply(
+                calls=(
+                    call("same", "list_dir", {"path": "."}),
+                    call("new", "list_dir", {"path": "b"}),
+                )
+            )
+        return Reply(text="done")
+
+    harness = Harness()
+    fake = FakeOpenAI(turns(plan))
+    with serve(fake):
+        runner = GuardedRunner(mode="enforce", telemetry=harness.sink)
+        run(runner, make_agent(fake.base_url, [counting_list]), "go")
+    assert ran == [".", "b"]  # the replay never ran
+    records = harness.logs(TOOL_CALL_EVENT)
+    assert [(r["batch_ordinal"], r["provider_duplicate"]) for r in records] == [
+        (1, False),
+        (2, True),
+        (2, False),
+    ]

@@ -40,6 +40,10 @@ from tool_failure_guard.core import (
     PromptProtection,
     Stop,
 )
+from tool_failure_guard.integrations.openai_agents._outcomes import (
+    interrupted as interrupted_call,
+)
+from tool_failure_guard.integrations.openai_agents._outcomes import replayed
 
 #: The ``route`` of this adapter's telemetry (``session.telemetry.HOST_ROUTES``).
 ROUTE = "openai_agents"
@@ -137,6 +141,10 @@ class GuardedRun:
         self._batch = self.protection.open_batch(admission)
         self._calls = {call.call_id: call for call in admission.calls}
         self.tool_calls += len(admission.executable)
+        # A replayed answered call id is never executed: its record is settled now (the SDK
+        # skips such a call itself; the adapter's invoker refuses it if the SDK does not).
+        for call_id in admission.provider_duplicates:
+            self.settle(call_id, replayed)
 
     def is_replay(self, call_id: str) -> bool:
         batch = self._batch
@@ -225,10 +233,8 @@ class GuardedRun:
         batch = self._batch
         if batch is not None:
             # The run is over: no decision can act any more; report what settled.
-            from tool_failure_guard.integrations.openai_agents._outcomes import interrupted as cut
-
             for call_id in interrupted:
-                self.settle(call_id, cut)
+                self.settle(call_id, interrupted_call)
             self._batch, self._calls = None, {}
             self._report_calls(batch)
         if self.tool_calls and not self.observed:
