@@ -492,3 +492,39 @@ def test_a_replayed_call_id_is_answered_without_running_the_tool() -> None:
         (2, True),
         (2, False),
     ]
+
+
+class _BrokenSink:
+    """A telemetry sink whose every method raises."""
+
+    def __getattr__(self, name: str) -> Any:
+        def broken(*args: Any, **kwargs: Any) -> None:
+            raise RuntimeError(f"sink down ({name})")
+
+        return broken
+
+
+def test_a_failing_telemetry_sink_changes_nothing() -> None:
+    fake = FakeOpenAI(failing())
+    with serve(fake):
+        runner = GuardedRunner(mode="enforce", telemetry=_BrokenSink())  # type: ignore[arg-type]
+        result = run(runner, make_agent(fake.base_url, [read_file]), "go")
+    assert len(fake.requests) == 9
+    assert GuardedRunner.stop_of(result) is not None
+
+
+def test_the_agent_and_the_core_never_import_the_adapter() -> None:
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys, tool_failure_guard, tool_failure_guard.core, tool_failure_guard.agent;"
+        "import session.agent;"
+        "bad = [m for m in sys.modules if m == 'agents' or m.startswith('agents.')"
+        " or m.startswith('tool_failure_guard.integrations')];"
+        "print(bad); sys.exit(1 if bad else 0)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
