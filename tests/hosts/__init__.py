@@ -11,7 +11,11 @@ import importlib
 from host_behaviour import HostDriver
 
 #: One line per host driver module.
-HOSTS: tuple[str, ...] = ("acp", "openai_agents")
+HOSTS: tuple[str, ...] = (
+    "acp",
+    "own_loop",
+    "openai_agents",
+)
 
 
 def drivers() -> list[HostDriver]:
