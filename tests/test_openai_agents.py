@@ -528,3 +528,46 @@ def test_the_agent_and_the_core_never_import_the_adapter() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=False
     )
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_a_cancelled_streamed_run_keeps_the_guard_out_of_the_cut_batch() -> None:
+    holder: dict[str, Any] = {}
+
+    @function_tool
+    async def run_shell_command(command: str) -> str:
+        """Run a shell command (the user cancels the run while it runs)."""
+        holder["result"].cancel()
+        await asyncio.sleep(30)
+        return "finished"
+
+    first = tuple(call(f"a{i}", "read_file", {"path": "m"}) for i in range(4))
+    second = (*(call(f"b{i}", "read_file", {"path": "m"}) for i in range(4)),)
+    answers = [
+        Reply(calls=first),
+        Reply(calls=(*second, call("slow", "run_shell_command", {"command": "sleep 60"}))),
+        Reply(text="never asked for"),
+    ]
+    harness = Harness()
+    fake = FakeOpenAI(answers)
+    runner = GuardedRunner(mode="enforce", telemetry=harness.sink)
+
+    async def go() -> Any:
+        agent = make_agent(fake.base_url, [read_file, run_shell_command])
+        result = runner.run_streamed(agent, "go", run_config=run_config())
+        holder["result"] = result
+        async for _event in result.stream_events():
+            pass
+        await asyncio.sleep(0.05)  # let the run task's done callback report
+        return result
+
+    with serve(fake):
+        result = asyncio.run(asyncio.wait_for(go(), 60))
+    assert len(fake.requests) == 2  # no request after the cancel
+    report = GuardedRunner.report_of(result)
+    assert report is not None
+    # Batch 2 (8 failures: it would have warned) is never reduced.
+    assert report.decisions == ("tracked",) and report.stop is None
+    assert not any(reminders(fake, i) for i in range(2))
+    (prompt,) = harness.logs(PROMPT_EVENT)
+    assert prompt["batches"] == 1
+    assert prompt["stop_reason"] == "cancelled"
