@@ -55,6 +55,13 @@ from guard import (
 if TYPE_CHECKING:
     from opentelemetry.sdk.resources import Resource
 
+#: The route of the ACP session's foreground prompts.
+ROUTE: Final = "acp_foreground"
+#: The routes of the framework adapters (``tool_failure_guard.integrations``): one per host.
+FRAMEWORK_ROUTES: Final = frozenset({"pydantic_ai", "openai_agents", "langchain"})
+#: Every route the guard runs on: the ACP session's and each framework adapter's.
+GUARD_ROUTES: Final = frozenset({ROUTE}) | FRAMEWORK_ROUTES
+
 
 class GuardTelemetry(Protocol):
     """What the session reports.  Implementations must not raise (the session guards anyway)."""
@@ -70,13 +77,13 @@ class GuardTelemetry(Protocol):
         batch_count_before: int,
         receipt: BatchReceipt,
         batch_ordinal: int = 0,
-        route: str = "acp_foreground",
+        route: str = ROUTE,
     ) -> None:
         """One guard transition whose decision kind is not ``none`` (mode is never off).
 
         ``batch_ordinal`` (1-based within the prompt; 0: not known) joins the
-        transition to the prompt's per-call records.  ``route`` names the host
-        (:data:`ROUTE` for the agent, one of :data:`HOST_ROUTES` for an adapter).
+        transition to the prompt's per-call records; ``route`` names the host
+        (:data:`GUARD_ROUTES`; anything else is labelled ``other``).
         """
 
     def loop_detected(self, *, prompt_id: str, loop_type: str) -> None:
@@ -163,7 +170,7 @@ class NullTelemetry:
         batch_count_before: int,
         receipt: BatchReceipt,
         batch_ordinal: int = 0,
-        route: str = "acp_foreground",
+        route: str = ROUTE,
     ) -> None:
         return None
 
@@ -211,11 +218,6 @@ SESSION_CLOSED_EVENT: Final = "tool_failure_guard.session_closed"
 #: Counter: one increment per settled tool call, by execution status (the execution SLI).
 TOOL_CALL_COUNTER: Final = "tool_failure_guard.tool_call.execution.count"
 
-#: The route of the ACP agent's foreground prompts.
-ROUTE: Final = "acp_foreground"
-#: The routes of the framework adapters (``tool_failure_guard.integrations``): each host
-#: names itself, so a framework fleet's records are told apart from the agent's.
-HOST_ROUTES: Final = frozenset({"openai_agents", "pydantic_ai", "langchain"})
 #: The loop type of this guard's stop: OpenTelemetry only, never product analytics.
 REPEATED_TOOL_EXECUTION_FAILURE: Final = "repeated_tool_execution_failure"
 #: Loop types whose event must never reach the product-analytics destination.
@@ -249,7 +251,7 @@ _CANDIDATE_KINDS: Final = frozenset(DECISION_LABELS) - {DecisionKind.RESET}
 #: resets; ``terminal_status``/``execution_status`` only when the batch had exactly one
 #: eligible key; ``tool_type`` only then and only when its entries all agree.
 GUARD_METRIC_ATTRIBUTE_VALUES: Final[Mapping[str, frozenset[str]]] = {
-    "route": frozenset({ROUTE}) | HOST_ROUTES,
+    "route": GUARD_ROUTES | {_OTHER},
     "mode": frozenset({GuardMode.SHADOW.value, GuardMode.WARN.value, GuardMode.ENFORCE.value}),
     "phase_before": frozenset(phase.value for phase in Phase),
     "phase_after": frozenset(phase.value for phase in Phase),
@@ -273,7 +275,7 @@ TOOL_CALL_ATTRIBUTE_VALUES: Final[Mapping[str, frozenset[str]]] = {
     "tool_type": frozenset({"native", "mcp", _UNKNOWN}),
 }
 #: Routes of the prompt record: the guard's route, or a channel bridge's prompt (mode off).
-PROMPT_ROUTES: Final = frozenset({ROUTE, "channel"}) | HOST_ROUTES
+PROMPT_ROUTES: Final = GUARD_ROUTES | {"channel"}
 #: Stop reasons of the prompt record (ACP's, plus ``error`` for a prompt that raised).
 PROMPT_STOP_REASONS: Final = frozenset(
     {"end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled", "error"}
@@ -625,9 +627,6 @@ class OpenTelemetrySink:
         route: str = ROUTE,
     ) -> tuple[dict[str, str], FailureKey | None] | None:
         """The metric labels of one transition and its candidate key; None if nothing is emitted."""
-        if route not in GUARD_METRIC_ATTRIBUTE_VALUES["route"]:
-            # A host's own constant: a typo must not mint a label outside the documented set.
-            raise ValueError(f"unknown telemetry route {route!r}")
         mode_label = GuardMode(mode).value
         label = DECISION_LABELS.get(decision.kind)
         if label is None or mode_label not in GUARD_METRIC_ATTRIBUTE_VALUES["mode"]:
@@ -638,7 +637,7 @@ class OpenTelemetrySink:
         else:
             failures, batches = guard.failure_count, guard.batch_count
         labels = {
-            "route": route,
+            "route": _bounded(route, GUARD_ROUTES, _OTHER),
             "mode": mode_label,
             "phase_before": Phase(decision.phase_before).value,
             "phase_after": Phase(decision.phase_after).value,

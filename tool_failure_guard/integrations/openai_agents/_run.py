@@ -45,7 +45,7 @@ from tool_failure_guard.integrations.openai_agents._outcomes import (
 )
 from tool_failure_guard.integrations.openai_agents._outcomes import replayed
 
-#: The ``route`` of this adapter's telemetry (``session.telemetry.HOST_ROUTES``).
+#: The ``route`` of this adapter's telemetry (``session.telemetry.FRAMEWORK_ROUTES``).
 ROUTE = "openai_agents"
 #: The logger of the adapter (the fail-open warning, swallowed telemetry errors).
 LOGGER = logging.getLogger("tool_failure_guard.integrations.openai_agents")
