@@ -571,3 +571,47 @@ def test_a_cancelled_streamed_run_keeps_the_guard_out_of_the_cut_batch() -> None
     (prompt,) = harness.logs(PROMPT_EVENT)
     assert prompt["batches"] == 1
     assert prompt["stop_reason"] == "cancelled"
+
+
+def test_the_callers_filter_hooks_formatter_and_behaviour_still_run() -> None:
+    from agents import RunHooks
+    from agents.run_config import CallModelData, ModelInputData, ToolErrorFormatterArgs
+
+    seen: dict[str, int] = {"filter": 0, "llm_end": 0, "formatter": 0}
+
+    def keep_last_six(data: CallModelData[Any]) -> ModelInputData:
+        seen["filter"] += 1  # the caller trims the history: the reminder must survive it
+        items = data.model_data.input
+        return ModelInputData(input=items[:1] + items[-6:], instructions=None)
+
+    def formatter(args: ToolErrorFormatterArgs[Any]) -> str | None:
+        seen["formatter"] += 1
+        return f"formatted {args.kind}"
+
+    class Counting(RunHooks[Any]):
+        async def on_llm_end(self, context: Any, agent: Any, response: Any) -> None:
+            seen["llm_end"] += 1
+
+    # Scripted by request count: the trimmed history no longer tells the turn.
+    script = [Reply(calls=(call(f"c{n}", "read_file", {"path": "m"}),)) for n in range(11)]
+    fake = FakeOpenAI([*script, Reply(text="I give up.")])
+    config = run_config(call_model_input_filter=keep_last_six, tool_error_formatter=formatter)
+    with serve(fake):
+        agent = make_agent(fake.base_url, [read_file])
+        run(GuardedRunner(mode="warn"), agent, "go", run_config=config, hooks=Counting())
+    assert seen["filter"] == seen["llm_end"] == len(fake.requests) == 12
+    assert seen["formatter"] == 11  # the SDK's default failure handler asked it each time
+    assert tool_outputs(fake, 1) == ["formatted tool_exception"]
+    # The trimmed-away reminder is never dropped: it is in every request from the 9th.
+    assert [len(reminders(fake, i)) for i in range(12)] == [0] * 8 + [1] * 4
+    assert fake.messages(11)[-1]["role"] == "system"  # its batch was trimmed: at the end
+
+
+def test_the_agents_own_tool_use_behaviour_still_decides() -> None:
+    fake = FakeOpenAI(turns(lambda n: Reply(calls=(call(f"l{n}", "list_dir", {"path": "."}),))))
+    with serve(fake):
+        agent = make_agent(fake.base_url, [list_dir], tool_use_behavior="stop_on_first_tool")
+        result = run(GuardedRunner(mode="enforce"), agent, "go")
+    assert result.final_output == "a.txt b.txt"
+    assert len(fake.requests) == 1
+    assert GuardedRunner.stop_of(result) is None
