@@ -1,0 +1,221 @@
+"""The repeated tool-failure guard for the OpenAI Agents SDK (the ``[openai-agents]`` extra).
+
+One entry point, :class:`GuardedRunner`: it runs an existing ``Agent`` exactly
+like ``agents.Runner`` does (``run``, ``run_sync``, ``run_streamed``, the same
+arguments), with a fresh guard for every run::
+
+    from tool_failure_guard.integrations.openai_agents import GuardedRunner
+
+    runner = GuardedRunner()  # the mode: QWEN_CODE_ACP_REPEATED_TOOL_FAILURE_GUARD
+    result = await runner.run(agent, "Fix the build")  # was: await Runner.run(agent, ...)
+    if (stop := GuardedRunner.stop_of(result)) is not None:
+        ...  # the guard stopped the run: stop.loop_type, stop.notice
+
+``docs/integrations.md`` ("OpenAI Agents SDK") documents how every SDK
+outcome maps onto the outcome contract, where the reminder goes and how a
+stop ends the run.  Never imported by the agent or the core.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+from typing import Any
+
+from agents import Agent, MaxTurnsExceeded, Runner, RunResult, RunResultStreaming, RunState
+from agents.result import RunResultBase
+
+from guard import GuardMode
+from session.telemetry import GuardTelemetry
+from tool_failure_guard.core import DEFAULT_TOOL_CALL_CAP
+from tool_failure_guard.integrations.openai_agents._outcomes import OUTCOME_ROWS, OutcomeRow
+from tool_failure_guard.integrations.openai_agents._run import (
+    ROUTE,
+    GuardedRun,
+    GuardStop,
+    RunReport,
+    function_call,
+)
+from tool_failure_guard.integrations.openai_agents._wiring import (
+    GuardHooks,
+    RepeatedToolFailureStopped,
+    guarded_agent,
+    guarded_config,
+)
+from tool_failure_guard.modes import mode_for_run
+
+__all__ = [
+    "OUTCOME_ROWS",
+    "ROUTE",
+    "GuardStop",
+    "GuardedRunner",
+    "OutcomeRow",
+    "RepeatedToolFailureStopped",
+    "RunReport",
+]
+
+#: The run behind each live result a guarded run returned (``stop_of``), by identity:
+#: the SDK's results are unhashable dataclasses; an entry leaves with its result.
+_RUNS: dict[int, GuardedRun] = {}
+
+
+def _remember(result: RunResultBase, run: GuardedRun) -> None:
+    key = id(result)
+    _RUNS[key] = run
+    weakref.finalize(result, _RUNS.pop, key, None)
+
+
+class GuardedRunner:
+    """``agents.Runner`` with the repeated tool-failure guard: one fresh guard per run.
+
+    ``mode`` (a :class:`guard.GuardMode` or its name) is the embedding
+    application's explicit choice; without it the environment variable
+    ``QWEN_CODE_ACP_REPEATED_TOOL_FAILURE_GUARD`` decides, default ``shadow``.
+    ``telemetry`` is the agent's own sink (``session.telemetry.OpenTelemetrySink``:
+    the OTel counter, the diagnostic log, the per-prompt outcome record), with
+    ``route="openai_agents"``.  The agent passed to a run is never changed: the
+    run uses a clone whose function tools are observed.
+    """
+
+    def __init__(
+        self,
+        *,
+        mode: GuardMode | str | None = None,
+        telemetry: GuardTelemetry | None = None,
+        tool_call_cap: int = DEFAULT_TOOL_CALL_CAP,
+    ) -> None:
+        self._mode = mode
+        self._telemetry = telemetry
+        self._tool_call_cap = tool_call_cap
+        mode_for_run(mode)  # a bad explicit mode fails here, naming the valid ones
+
+    @property
+    def mode(self) -> GuardMode:
+        """The mode the next run starts with (the environment is read per run)."""
+        return mode_for_run(self._mode)
+
+    @staticmethod
+    def stop_of(result: RunResultBase) -> GuardStop | None:
+        """The typed stop signal of a guarded run's result: None unless the guard stopped it.
+
+        For ``run_streamed`` read it once the stream is over.
+        """
+        run = _RUNS.get(id(result))
+        return run.stop if run is not None else None
+
+    @staticmethod
+    def report_of(result: RunResultBase) -> RunReport | None:
+        """What the guard did in the run behind ``result`` (None: not a guarded run's result)."""
+        run = _RUNS.get(id(result))
+        return run.report() if run is not None else None
+
+    # -- the three ways to run ---------------------------------------------------------
+
+    async def run(self, starting_agent: Agent[Any], input: Any, **kwargs: Any) -> RunResult:
+        """``Runner.run`` with a fresh guard (same arguments)."""
+        run, agent, kwargs = self._prepare(starting_agent, input, kwargs)
+        try:
+            result = await Runner.run(agent, input, **kwargs)
+        except BaseException as error:
+            run.finish(_stop_reason(error))
+            raise
+        return self._finished(run, result)
+
+    def run_sync(self, starting_agent: Agent[Any], input: Any, **kwargs: Any) -> RunResult:
+        """``Runner.run_sync`` with a fresh guard (same arguments)."""
+        run, agent, kwargs = self._prepare(starting_agent, input, kwargs)
+        try:
+            result = Runner.run_sync(agent, input, **kwargs)
+        except BaseException as error:
+            run.finish(_stop_reason(error))
+            raise
+        return self._finished(run, result)
+
+    def run_streamed(
+        self, starting_agent: Agent[Any], input: Any, **kwargs: Any
+    ) -> RunResultStreaming:
+        """``Runner.run_streamed`` with a fresh guard (same arguments)."""
+        run, agent, kwargs = self._prepare(starting_agent, input, kwargs)
+        result = Runner.run_streamed(agent, input, **kwargs)
+        _remember(result, run)
+        task = result.run_loop_task
+        if task is None:  # pragma: no cover - the SDK always starts one
+            run.finish("end_turn")
+            return result
+
+        def done(finished: asyncio.Task[Any]) -> None:
+            if finished.cancelled():
+                run.finish("cancelled")
+            elif finished.exception() is not None:
+                run.finish(_stop_reason(finished.exception()))
+            else:
+                run.finish("end_turn", interrupted=_interrupted(result))
+
+        task.add_done_callback(done)
+        return result
+
+    # -- internals ---------------------------------------------------------------------
+
+    def _prepare(
+        self, starting_agent: Agent[Any], input: Any, kwargs: dict[str, Any]
+    ) -> tuple[GuardedRun, Agent[Any], dict[str, Any]]:
+        if not isinstance(starting_agent, Agent):
+            raise TypeError(
+                f"GuardedRunner runs an agents.Agent; got {type(starting_agent).__name__}"
+            )
+        run = GuardedRun(
+            mode_for_run(self._mode), telemetry=self._telemetry, tool_call_cap=self._tool_call_cap
+        )
+        if isinstance(input, RunState):
+            # A resumed run: the calls that waited for approval are its first batch.
+            run.open(pending_calls(input))
+        kwargs = dict(kwargs)
+        kwargs["hooks"] = GuardHooks(run, kwargs.get("hooks"))
+        kwargs["run_config"] = guarded_config(kwargs.get("run_config"), run)
+        return run, guarded_agent(starting_agent, run), kwargs
+
+    @staticmethod
+    def _finished(run: GuardedRun, result: RunResult) -> RunResult:
+        _remember(result, run)
+        run.finish("end_turn", interrupted=_interrupted(result))
+        return result
+
+
+def pending_calls(state: RunState[Any]) -> list[Any]:
+    """The function calls a resumed run's approvals decide, in order."""
+    calls = []
+    for item in state.get_interruptions():
+        raw = getattr(item, "raw_item", None)
+        if _field(raw, "type") == "function_call":
+            calls.append(
+                function_call(
+                    str(_field(raw, "call_id") or ""),
+                    str(_field(raw, "name") or ""),
+                    str(_field(raw, "arguments") or ""),
+                )
+            )
+    return calls
+
+
+def _field(raw: Any, name: str) -> Any:
+    return raw.get(name) if isinstance(raw, dict) else getattr(raw, name, None)
+
+
+def _interrupted(result: RunResultBase) -> list[str]:
+    """The call ids a run stopped on to ask for approval."""
+    ids: list[str] = []
+    for item in getattr(result, "interruptions", None) or ():
+        call_id = _field(getattr(item, "raw_item", None), "call_id")
+        if isinstance(call_id, str):
+            ids.append(call_id)
+    return ids
+
+
+def _stop_reason(error: BaseException | None) -> str:
+    if isinstance(error, RepeatedToolFailureStopped):
+        return "end_turn"  # stopped by a protection: the prompt record's loop_type says which
+    if isinstance(error, asyncio.CancelledError | KeyboardInterrupt):
+        return "cancelled"
+    if isinstance(error, MaxTurnsExceeded):
+        return "max_turn_requests"
+    return "error"

@@ -1,0 +1,344 @@
+"""One guarded run: the core's :class:`PromptProtection` and what the SDK host adds to it.
+
+A :class:`GuardedRun` lives exactly as long as one ``Runner.run`` (or
+``run_sync``/``run_streamed``): the adapter creates it when the run starts and
+finishes it when the run ends, so a second run never starts already stopped.
+It is the host side only: it turns SDK events into core calls (admit a model
+response's calls, settle each outcome, close the batch) and keeps what the
+core's actions ask for (the reminders, at their place; the stop).  Every rule
+is the core's.  Telemetry is reported after an action is taken and never
+changes it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import attrs
+
+from guard import DecisionKind, GuardMode
+from session.telemetry import (
+    CallRecord,
+    GuardTelemetry,
+    NullTelemetry,
+    OutcomeTelemetry,
+    PromptOutcome,
+)
+from tool_failure_guard.core import (
+    DEFAULT_TOOL_CALL_CAP,
+    Action,
+    BatchSettlement,
+    CallOutcome,
+    Continue,
+    FunctionCall,
+    GuardStep,
+    PromptProtection,
+    Stop,
+)
+from tool_failure_guard.integrations.openai_agents._outcomes import (
+    interrupted as interrupted_call,
+)
+from tool_failure_guard.integrations.openai_agents._outcomes import replayed
+
+#: The ``route`` of this adapter's telemetry (``session.telemetry.FRAMEWORK_ROUTES``).
+ROUTE = "openai_agents"
+#: The logger of the adapter (the fail-open warning, swallowed telemetry errors).
+LOGGER = logging.getLogger("tool_failure_guard.integrations.openai_agents")
+
+_log = LOGGER
+
+
+@attrs.frozen(kw_only=True)
+class GuardStop:
+    """The typed signal of a run the adapter stopped: test it, never the text.
+
+    ``loop_type`` is the protection that stopped the run
+    (``repeated_tool_execution_failure`` for this guard); ``notice`` is the
+    fixed text the run ended with (its final output).
+    """
+
+    loop_type: str
+    notice: str
+    mode: GuardMode
+
+
+@attrs.frozen(kw_only=True)
+class RunReport:
+    """What the guard did in one run: for logs, dashboards and tests (no tool names)."""
+
+    mode: GuardMode
+    #: the guard decision kind of every batch the guard reduced, in order
+    decisions: tuple[str, ...]
+    batches: int  #: settled batches (the ones a protection stopped before the guard included)
+    tool_calls: int
+    observed: int  #: call outcomes the adapter saw
+    stop: GuardStop | None
+
+
+@attrs.frozen
+class _Reminder:
+    """A reminder and its place: right after the function responses of ``anchors``."""
+
+    anchors: frozenset[str]
+    text: str
+
+
+def reminder_item(text: str) -> dict[str, Any]:
+    """The reminder as the SDK's input item: a system message."""
+    return {"role": "system", "content": text}
+
+
+class GuardedRun:
+    """The protection of one SDK run and the host state around it."""
+
+    def __init__(
+        self,
+        mode: GuardMode,
+        *,
+        telemetry: GuardTelemetry | None = None,
+        tool_call_cap: int = DEFAULT_TOOL_CALL_CAP,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.mode = mode
+        self.prompt_id = uuid.uuid4().hex
+        self.protection = PromptProtection(mode, tool_call_cap=tool_call_cap)
+        self.telemetry: GuardTelemetry = telemetry if telemetry is not None else NullTelemetry()
+        self.tool_call_cap = tool_call_cap
+        self._clock = clock
+        self._started = clock()
+        self._batch: BatchSettlement | None = None
+        self._calls: dict[str, FunctionCall] = {}
+        self._reminders: list[_Reminder] = []
+        self.stop: GuardStop | None = None
+        self.decisions: list[str] = []
+        self.model_turns = 0
+        self.tool_calls = 0
+        self.observed = 0
+        self.input_tokens: int | None = None
+        self.output_tokens: int | None = None
+        self._finished = False
+
+    # -- the SDK's events -----------------------------------------------------------
+
+    def model_response(self, calls: Sequence[FunctionCall], usage: Any = None) -> None:
+        """One model response arrived: its function calls are the next batch."""
+        self.model_turns += 1
+        self._count_usage(usage)
+        self.open(calls)
+
+    def open(self, calls: Sequence[FunctionCall]) -> None:
+        """``calls`` are the next batch (a model response's, or a resumed run's pending ones)."""
+        if self._batch is not None:  # its tools never reported back: reduce what was seen
+            self.close()
+        if not calls or self.protection.stopped is not None:
+            return
+        admission = self.protection.admit(calls)
+        self._batch = self.protection.open_batch(admission)
+        self._calls = {call.call_id: call for call in admission.calls}
+        self.tool_calls += len(admission.executable)
+        # A replayed answered call id is never executed: its record is settled now (the SDK
+        # skips such a call itself; the adapter's invoker refuses it if the SDK does not).
+        for call_id in admission.provider_duplicates:
+            self.settle(call_id, replayed)
+
+    def is_replay(self, call_id: str) -> bool:
+        batch = self._batch
+        return batch is not None and batch.is_provider_duplicate(call_id)
+
+    def settle(self, call_id: str, outcome_of: Callable[[FunctionCall], CallOutcome]) -> None:
+        """Settle the open batch's call ``call_id`` (ignored when no batch holds it)."""
+        batch, call = self._batch, self._calls.get(call_id)
+        if batch is None or call is None:
+            return
+        outcome = outcome_of(call)
+        if batch.settle(outcome) is None:
+            return  # a late duplicate: never counted
+        self.observed += 1
+        self._report(
+            lambda: self.telemetry.tool_call_settled(
+                terminal_status=outcome.terminal_status,
+                execution_status=outcome.execution_status,
+                tool_type=outcome.tool_type,
+            )
+        )
+
+    def pending(self) -> tuple[FunctionCall, ...]:
+        """The open batch's calls whose outcome has not been seen."""
+        return self._batch.missing() if self._batch is not None else ()
+
+    def close(self, *, cancelled: bool = False) -> Action | None:
+        """The open batch is over (its calls all settled, or never seen): the core's action."""
+        batch = self._batch
+        if batch is None:
+            return None
+        self._batch, self._calls = None, {}
+        action = self.protection.after_batch(batch, cancelled=cancelled)
+        self._report_calls(batch)
+        step = action.guard_step if isinstance(action, Continue | Stop) else None
+        if step is not None:
+            self.decisions.append(step.decision.kind.value)
+            self._report_step(step)
+        if isinstance(action, Continue) and action.system_texts:
+            anchors = frozenset(call.call_id for call in batch.calls)
+            self._reminders.extend(_Reminder(anchors, text) for text in action.system_texts)
+        if isinstance(action, Stop):
+            self.stop = GuardStop(loop_type=action.loop_type, notice=action.notice, mode=self.mode)
+            if action.first:
+                self._report(
+                    lambda: self.telemetry.loop_detected(
+                        prompt_id=self.prompt_id, loop_type=action.loop_type
+                    )
+                )
+        return action
+
+    def model_input(self, items: list[Any]) -> list[Any]:
+        """``items`` with every reminder of this run re-inserted at its original place.
+
+        The SDK does not keep an input filter's edits, so each model request is
+        rebuilt: each reminder goes right after the last function response of
+        its batch; one whose batch is no longer in the input (a filter trimmed
+        it) goes at the end, so no reminder is ever dropped.
+        """
+        out = list(items)
+        for reminder in self._reminders:
+            place = len(out)
+            for index, item in enumerate(out):
+                if _output_call_id(item) in reminder.anchors:
+                    place = index + 1
+            out.insert(place, reminder_item(reminder.text))
+        return out
+
+    def report(self) -> RunReport:
+        return RunReport(
+            mode=self.mode,
+            decisions=tuple(self.decisions),
+            batches=self.protection.batches,
+            tool_calls=self.tool_calls,
+            observed=self.observed,
+            stop=self.stop,
+        )
+
+    # -- the end of the run ----------------------------------------------------------
+
+    def finish(self, stop_reason: str, *, interrupted: Sequence[str] = ()) -> None:
+        """The run ended (``end_turn``, ``cancelled``, ``error``, ``max_turn_requests``)."""
+        if self._finished:
+            return
+        self._finished = True
+        batch = self._batch
+        if batch is not None:
+            # The run is over: no decision can act any more; report what settled.
+            for call_id in interrupted:
+                self.settle(call_id, interrupted_call)
+            self._batch, self._calls = None, {}
+            self._report_calls(batch)
+        if self.tool_calls and not self.observed:
+            _log.warning(
+                "tool_failure_guard.integrations.openai_agents: the run executed %d tool "
+                "call(s) but the guard observed none of their outcomes; the guard is not "
+                "protecting this agent (are its tools FunctionTools of the guarded agent?)",
+                self.tool_calls,
+            )
+        stop = self.stop
+        outcome = PromptOutcome(
+            prompt_id=self.prompt_id,
+            route=ROUTE,
+            mode=self.mode.value,
+            stop_reason=stop_reason,
+            loop_type=stop.loop_type if stop is not None else None,
+            model_turns=self.model_turns,
+            tool_calls=self.tool_calls,
+            tool_call_cap=self.tool_call_cap,
+            batches=self.protection.batches,
+            input_tokens=self.input_tokens,
+            output_tokens=self.output_tokens,
+            model_latency_s=None,
+            wall_time_s=max(0.0, self._clock() - self._started),
+            drain_supported=True,  # no mid-run user input: every boundary is reliably quiet
+        )
+        sink = self.telemetry
+        if isinstance(sink, OutcomeTelemetry):
+            self._report(lambda: sink.prompt_finished(outcome))
+
+    # -- telemetry (after the action; never changes it) -------------------------------
+
+    def _report(self, emit: Callable[[], None]) -> None:
+        try:
+            emit()
+        except Exception as error:  # a sink must never change a run
+            _log.warning("telemetry error ignored (%s)", type(error).__name__)
+
+    def _report_step(self, step: GuardStep) -> None:
+        if step.decision.kind is DecisionKind.NONE:
+            return
+        guard = self.protection.guard
+        self._report(
+            lambda: self.telemetry.guard_decision(
+                prompt_id=self.prompt_id,
+                mode=step.mode,
+                decision=step.decision,
+                guard=guard,
+                failure_count_before=step.failure_count_before,
+                batch_count_before=step.batch_count_before,
+                receipt=step.receipt,
+                batch_ordinal=step.batch_ordinal,
+                route=ROUTE,
+            )
+        )
+
+    def _report_calls(self, batch: BatchSettlement) -> None:
+        sink = self.telemetry
+        if not isinstance(sink, OutcomeTelemetry):
+            return
+        ordinal = self.protection.batches
+        for index, (call, outcome) in enumerate(zip(batch.calls, batch.outcomes(), strict=True)):
+            if outcome is None:
+                continue
+            record = CallRecord(
+                prompt_id=self.prompt_id,
+                batch_ordinal=ordinal,
+                call_ordinal=index,
+                terminal_status=outcome.terminal_status,
+                execution_status=outcome.execution_status,
+                execution_error_type=outcome.execution_error_type,
+                tool_type=outcome.tool_type,
+                provider_duplicate=batch.is_provider_duplicate(call.call_id),
+            )
+            self._report(lambda record=record: sink.call_settled(record))  # type: ignore[misc]
+
+    def _count_usage(self, usage: Any) -> None:
+        if usage is None:
+            return
+        for field, attr in (("input_tokens", "input_tokens"), ("output_tokens", "output_tokens")):
+            value = getattr(usage, attr, None)
+            if isinstance(value, int):
+                setattr(self, field, (getattr(self, field) or 0) + value)
+
+
+def function_call(call_id: str, name: str, arguments: str) -> FunctionCall:
+    """A :class:`FunctionCall` from a model response's function-call item."""
+    try:
+        args = json.loads(arguments) if arguments else {}
+    except ValueError as error:
+        return FunctionCall(call_id=call_id, name=name, arguments_error=str(error)[:200])
+    if not isinstance(args, dict):
+        return FunctionCall(call_id=call_id, name=name, arguments_error="not a JSON object")
+    return FunctionCall(call_id=call_id, name=name, args=args)
+
+
+def _output_call_id(item: Any) -> str | None:
+    """The call id of a function-call output input item, else None."""
+    if isinstance(item, dict):
+        if item.get("type") == "function_call_output":
+            value = item.get("call_id")
+            return value if isinstance(value, str) else None
+        return None
+    if getattr(item, "type", None) == "function_call_output":
+        value = getattr(item, "call_id", None)
+        return value if isinstance(value, str) else None
+    return None
