@@ -12,7 +12,7 @@ import datetime
 from typing import Any, Final
 
 from rollout import queries, sql
-from rollout.engine import Engine, InputError
+from rollout.engine import Engine, InputError, MalformedNumbers
 
 #: Phase 1 needs at least this many full days per environment.
 MIN_DAYS: Final = 7
@@ -51,11 +51,7 @@ def preflight(engine: Engine, source: str) -> dict[str, int]:
         )
     bad = engine.rows(queries.malformed_numbers())
     if bad:
-        event, field, count, example = sorted(bad)[0]
-        raise InputError(
-            f"{source}: {int(count)} {event} record(s) carry a {field} that is not a "
-            f"decimal count (first prompt id {example or '-'})"
-        )
+        raise InputError(f"{source}: {MalformedNumbers(sorted(bad))}")
     return {"records": records, "without_environment": no_env, "without_owner": no_owner}
 
 

@@ -36,6 +36,18 @@ class InputError(ValueError):
     """The telemetry cannot be analysed; the message names the source (file and line, table)."""
 
 
+class MalformedNumbers(InputError):
+    """Some count fields are not decimal counts: (event, field, count, example) rows."""
+
+    def __init__(self, rows: list[Row]) -> None:
+        event, field, count, example = rows[0]
+        super().__init__(
+            f"{int(count)} {event} record(s) carry a {field} that is not a decimal count "
+            f"(first prompt id {example or '-'})"
+        )
+        self.rows = rows
+
+
 class EngineError(InputError):
     """The engine cannot be reached, or rejected a query; the message says which."""
 
@@ -88,13 +100,21 @@ class DuckDBEngine(Engine):
     name = "duckdb"
 
     def __init__(self, con: Any, filters: Filters | None = None) -> None:
+        from rollout import queries
+
         self.con = con
         for relation, body in sql.RELATIONS:
             text = body.replace("{filters}", (filters or Filters()).sql())
-            kind = "VIEW" if relation == "records" else "TABLE"
+            if relation == "records":
+                con.execute(f"CREATE VIEW records AS {text}")
+                # The tables below cast counts: a value that is not one is bad input.
+                bad = self.rows(queries.malformed_numbers())
+                if bad:
+                    raise MalformedNumbers(sorted(bad))
+                continue
             # Materialised once: every query reads these, and extracting map values
             # again for each query would dominate the run time.
-            con.execute(f"CREATE {kind} {relation} AS {text}")
+            con.execute(f"CREATE TABLE {relation} AS {text}")
 
     def rows(self, query: str) -> list[Row]:
         import duckdb

@@ -29,7 +29,7 @@ from typing import Any
 import duckdb
 
 from rollout import queries, sql
-from rollout.engine import DuckDBEngine, Filters, InputError
+from rollout.engine import DuckDBEngine, Filters, InputError, MalformedNumbers
 
 #: Larger than any line the file exporter writes for one export batch.
 MAX_LINE_BYTES = 32 * 1024 * 1024
@@ -243,14 +243,16 @@ def duckdb_engine(
     paths: Sequence[Path], filters: Filters | None = None, *, memory_limit: str = "1500MB"
 ) -> DuckDBEngine:
     """The analysis engine over ``paths``; a mistyped count is named by file and line."""
-    engine = DuckDBEngine(connect(paths, memory_limit=memory_limit), filters)
-    if engine.rows(queries.malformed_numbers()):
+    con = connect(paths, memory_limit=memory_limit)
+    try:
+        return DuckDBEngine(con, filters)
+    except MalformedNumbers as error:
+        con.close()
         for path in paths:
             located = None if path.suffix == ".parquet" else _first_bad_line(path)
             if located:
-                engine.close()
-                raise InputError(located)
-    return engine
+                raise InputError(located) from error
+        raise InputError(f"{', '.join(map(str, paths))}: {error}") from error
 
 
 def export_parquet(con: duckdb.DuckDBPyConnection, path: Path) -> None:
