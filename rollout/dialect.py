@@ -11,12 +11,14 @@ places where the same spelling means something else in ClickHouse:
   ``fromUnixTimestamp64Micro``; ``split_part(s, sep, 1)`` becomes ``splitByString``;
 * ``lead(x) OVER (...)`` becomes ``leadInFrame`` over the whole partition;
 * ``regexp_full_match(s, p)`` becomes ``match(s, '^(?:p)$')``;
-* ``cardinality(map)`` becomes ``length(map)``;
+* ``cardinality(map)``, ``len(list)``, ``map_keys``, ``list_intersect`` become
+  ``length``, ``length``, ``mapKeys``, ``arrayIntersect``;
 * the source table ``logs`` becomes the configured table, and ``EventName`` a
   ``NULL`` where the table predates that column.
 
-Every query also runs with ``join_use_nulls = 1`` (an outer join's missing side
-is ``NULL``, as in DuckDB).
+No setting is changed (a ``readonly = 1`` user can run every query): the outer
+joins read only ``Nullable`` columns of their optional side, or ``coalesce`` them,
+so ClickHouse's default ``join_use_nulls = 0`` gives DuckDB's answers.
 """
 
 from __future__ import annotations
@@ -28,11 +30,18 @@ from sqlglot import exp
 
 #: Columns holding ``Map(String, String)`` values.
 MAP_COLUMNS = frozenset({"attributes", "resourceattributes", "logattributes"})
-SETTINGS = "SETTINGS join_use_nulls = 1"
 
 
 def _is_map(node: exp.Expression) -> bool:
     return isinstance(node, exp.Column) and node.name.lower() in MAP_COLUMNS
+
+
+def _names(node: exp.Expression) -> exp.Expression:
+    if isinstance(node, exp.MapKeys):
+        return exp.Anonymous(this="mapKeys", expressions=[node.this])
+    if _function_name(node) == "list_intersect":
+        return exp.Anonymous(this="arrayIntersect", expressions=list(node.expressions))
+    return node
 
 
 def _map_access(node: exp.Expression) -> exp.Expression:
@@ -68,6 +77,8 @@ def _rewrite(node: exp.Expression, table: str, has_event_name: bool) -> exp.Expr
             ),
         )
         return node
+    if isinstance(node, exp.Length):  # only ever of a list here: its element count
+        return exp.Anonymous(this="length", expressions=[node.this])
     name = _function_name(node)
     if name == "epoch_us":
         return exp.Anonymous(this="toUnixTimestamp64Micro", expressions=list(node.expressions))
@@ -120,6 +131,9 @@ def to_clickhouse(sql: str, table: str = "otel_logs", has_event_name: bool = Tru
     """The ClickHouse rendering of one DuckDB-dialect statement of the analysis."""
     tree = sqlglot.parse_one(sql, read="duckdb")
     tree = tree.transform(lambda node: _rewrite(node, table, has_event_name))
-    # Second pass: map access, including inside what the first pass built.
+    # Later passes reach inside what the earlier ones built (a pass skips a new node's
+    # children): renamed functions (idempotent, twice for nesting), then map access.
+    for _ in range(2):
+        tree = tree.transform(_names)
     tree = tree.transform(_map_access)
-    return f"{tree.sql(dialect='clickhouse')} {SETTINGS}"
+    return tree.sql(dialect="clickhouse")

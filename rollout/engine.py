@@ -250,7 +250,7 @@ class ChdbExecutor:
 
     def __call__(self, text: str) -> list[Row]:
         try:
-            result = self.session.query(f"{text}" if "SETTINGS" in text else text, "JSONCompact")
+            result = self.session.query(text, "JSONCompact")
         except Exception as error:  # chdb raises its own error types
             raise EngineError(f"ClickHouse (chdb): {_first_line(error)}") from error
         data = result.bytes()

@@ -242,3 +242,51 @@ class BoundarySink(OpenTelemetrySink):
         if event == PROMPT_EVENT and self._boundary == "prompt-only":
             attributes = {"input_boundary": "prompt-only", **attributes}
         super()._log(event, attributes)
+
+
+def inject_cancelled_counted(sink: OpenTelemetrySink, session: GuardedSession) -> None:
+    """Test hook: a faulty producer that counted a cancelled call (an invariant violation)."""
+    from guard import BatchReceipt, DecisionKind, Observation, RepeatedToolFailureGuard
+    from session.telemetry import CallRecord
+
+    prompt_id = (
+        f"{session.session_id}########{sum(1 for m in session.history if m.kind == 'prompt') - 1}"
+    )
+    batch = 99
+    sink.call_settled(
+        CallRecord(
+            prompt_id=prompt_id,
+            batch_ordinal=batch,
+            call_ordinal=0,
+            terminal_status="cancelled",
+            execution_status="error",
+            execution_error_type="mcp_tool_error",
+            tool_type="mcp",
+            provider_duplicate=False,
+        )
+    )
+    guard = RepeatedToolFailureGuard(GuardMode.SHADOW)
+    receipt = BatchReceipt(
+        [
+            Observation(
+                call_id="x",
+                terminal_status="error",
+                execution_status="error",
+                execution_error_type="mcp_tool_error",
+                policy_tool_name="t",
+                tool_type="mcp",
+            )
+        ]
+    )
+    decision = guard.observe(receipt, None)
+    assert decision.kind is DecisionKind.TRACKED
+    sink.guard_decision(
+        prompt_id=prompt_id,
+        mode=GuardMode.SHADOW,
+        decision=decision,
+        guard=guard,
+        failure_count_before=0,
+        batch_count_before=0,
+        receipt=receipt,
+        batch_ordinal=batch,
+    )

@@ -7,8 +7,7 @@ Collector's ``file`` exporter write: one ``ExportLogsServiceRequest`` or
 analysis needs only the log records.
 
 The ``logs`` table mirrors the Collector's ClickHouse exporter table
-``otel_logs``, so the views and queries in :mod:`rollout.sql` run there with
-only the table name changed::
+``otel_logs`` (the same analysis runs there: :mod:`rollout.engine`)::
 
     Timestamp           TIMESTAMP            -- otel_logs.Timestamp
     EventName           VARCHAR              -- otel_logs.EventName
@@ -16,7 +15,9 @@ only the table name changed::
     LogAttributes       MAP(VARCHAR, VARCHAR)
 
 Bad input never produces a half-loaded analysis: :class:`InputError` names
-the file and, for malformed JSON lines, the line.
+the file and, for a line that is not JSON or is mistyped OTLP JSON (a count
+that is not a count, a non-numeric timestamp, ``logRecords`` not a list), the
+line.  An empty file is bad input too.
 """
 
 from __future__ import annotations

@@ -101,25 +101,28 @@ def _quote(value: str) -> str:
 def _value_ok(key: str, allowed: frozenset[str] | str) -> str:
     value = f"attributes[{_quote(key)}]"
     if isinstance(allowed, str):
-        return f"({value} IS NULL OR regexp_full_match({value}, {_quote(allowed)}))"
+        return f"coalesce(regexp_full_match({value}, {_quote(allowed)}), true)"
     members = ", ".join(_quote(v) for v in sorted(allowed))
-    return f"({value} IS NULL OR {value} IN ({members}))"
+    return f"coalesce({value} IN ({members}), true)"
 
 
-def _record_ok(event: str, fields: Mapping[str, frozenset[str] | str]) -> str:
-    # Every key known: the map holds exactly as many keys as the known ones present.
-    present = " + ".join(
-        f"CASE WHEN attributes[{_quote(k)}] IS NULL THEN 0 ELSE 1 END"
-        for k in (*fields, *EXPORTER_KEYS)
-    )
+def _record_ok(fields: Mapping[str, frozenset[str] | str]) -> str:
+    # Every key known (the known keys present are all the keys), every value in its vocabulary.
+    keys = ", ".join(_quote(k) for k in (*fields, *EXPORTER_KEYS))
     values = " AND ".join(_value_ok(k, v) for k, v in fields.items())
-    return f"(event = {_quote(event)} AND cardinality(attributes) = {present} AND {values})"
+    return (
+        f"len(list_intersect(map_keys(attributes), [{keys}])) = cardinality(attributes) "
+        f"AND {values}"
+    )
 
 
+_BY_EVENT = " ".join(
+    f"WHEN event = {_quote(e)} THEN {_record_ok(f)}" for e, f in VOCABULARY.items()
+)
 _FORBIDDEN = f"""
 SELECT DISTINCT environment, coalesce(attributes['prompt_id'], '(' || event || ')') AS prompt_id
 FROM records
-WHERE NOT ({" OR ".join(_record_ok(e, f) for e, f in VOCABULARY.items())})
+WHERE NOT (CASE {_BY_EVENT} ELSE false END)
 """
 
 _CANDIDATE_CALLS = """
@@ -250,17 +253,23 @@ SELECT name, environment, total, prompt_id FROM (
 
 
 def malformed_numbers() -> str:
-    """(event, field, count, first prompt id) of numeric fields that are not decimal counts."""
-    parts = [
-        f"SELECT {_quote(event)} AS event, {_quote(key)} AS field, "
-        f"attributes['prompt_id'] AS prompt_id FROM records WHERE event = {_quote(event)} "
-        f"AND attributes[{_quote(key)}] IS NOT NULL "
-        f"AND NOT regexp_full_match(attributes[{_quote(key)}], {_quote(COUNT)})"
-        for event, keys in NUMERIC.items()
-        for key in keys
-    ]
-    return (
-        "SELECT event, field, count(*) AS n, min(coalesce(prompt_id, '')) AS example FROM ("
-        + " UNION ALL ".join(parts)
-        + ") bad GROUP BY event, field"
-    )
+    """(event, field, count, first prompt id) of numeric fields that are not decimal counts.
+
+    One scan: each record names its first mistyped count field, if any.
+    """
+    branches = []
+    for event, keys in NUMERIC.items():
+        checks = " ".join(
+            f"WHEN NOT coalesce(regexp_full_match(attributes[{_quote(k)}], {_quote(COUNT)}), "
+            f"true) THEN {_quote(k)}"
+            for k in keys
+        )
+        if checks:
+            branches.append(f"WHEN event = {_quote(event)} THEN CASE {checks} END")
+    return f"""
+SELECT event, field, count(*) AS n, min(coalesce(prompt_id, '')) AS example FROM (
+    SELECT event, attributes['prompt_id'] AS prompt_id,
+           CASE {" ".join(branches)} END AS field
+    FROM records
+) bad WHERE field IS NOT NULL GROUP BY event, field
+"""

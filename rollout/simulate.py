@@ -58,12 +58,12 @@ from rollout.fleet import (
     PromptPlan,
     SimClock,
     SimTool,
+    inject_cancelled_counted,
 )
 from session.drain import MidTurnInput
 from session.executor import Executor
 from session.loop import GuardedSession, SessionOptions
 from session.otlp_file import OtlpJsonFile, OtlpJsonLogExporter
-from session.telemetry import OpenTelemetrySink
 from session.tools import ToolContext
 
 #: Simulated fleet start: 2026-11-01T00:00:00Z.
@@ -250,7 +250,7 @@ async def _run_owner(
             except Exception:
                 completed = False
             if config.inject_cancelled_counted == owner.owner_id and number == first:
-                _inject_cancelled_counted(sink, session)
+                inject_cancelled_counted(sink, session)
             if not completed and rng.random() < config.disconnect_after_failure:
                 # The user gives up on this session: the client disconnects.
                 clock.advance(rng.uniform(5, 300))
@@ -265,54 +265,6 @@ async def _run_owner(
             session.report_closed("clean")
         processor.force_flush()
     provider.shutdown()
-
-
-def _inject_cancelled_counted(sink: OpenTelemetrySink, session: GuardedSession) -> None:
-    """Test hook: a faulty producer that counted a cancelled call (an invariant violation)."""
-    from guard import BatchReceipt, DecisionKind, Observation, RepeatedToolFailureGuard
-    from session.telemetry import CallRecord
-
-    prompt_id = (
-        f"{session.session_id}########{sum(1 for m in session.history if m.kind == 'prompt') - 1}"
-    )
-    batch = 99
-    sink.call_settled(
-        CallRecord(
-            prompt_id=prompt_id,
-            batch_ordinal=batch,
-            call_ordinal=0,
-            terminal_status="cancelled",
-            execution_status="error",
-            execution_error_type="mcp_tool_error",
-            tool_type="mcp",
-            provider_duplicate=False,
-        )
-    )
-    guard = RepeatedToolFailureGuard(GuardMode.SHADOW)
-    receipt = BatchReceipt(
-        [
-            Observation(
-                call_id="x",
-                terminal_status="error",
-                execution_status="error",
-                execution_error_type="mcp_tool_error",
-                policy_tool_name="t",
-                tool_type="mcp",
-            )
-        ]
-    )
-    decision = guard.observe(receipt, None)
-    assert decision.kind is DecisionKind.TRACKED
-    sink.guard_decision(
-        prompt_id=prompt_id,
-        mode=GuardMode.SHADOW,
-        decision=decision,
-        guard=guard,
-        failure_count_before=0,
-        batch_count_before=0,
-        receipt=receipt,
-        batch_ordinal=batch,
-    )
 
 
 def _poisson(rng: random.Random, mean: float) -> int:

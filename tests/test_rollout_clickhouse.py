@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import rollout_records as records
 from clickhouse_http import serve
 
 from rollout import check, gates, load, otel_logs
@@ -216,3 +217,48 @@ def test_refusals_are_the_same_on_both_engines(
     assert main(["rollout", "check", "--clickhouse", url, "--report", str(report)]) == 2
     assert "cannot reach ClickHouse" in capsys.readouterr().err
     assert not report.exists()
+
+
+def test_hand_built_findings_are_the_same_on_both_engines(
+    chdb: ChdbExecutor, tmp_path: Path
+) -> None:
+    """Violations, calls saved, cohorts and a mistyped count: found alike on both engines."""
+    rows: list[Any] = [
+        *records.loop("a-shadow########0", "shadow", "o1"),
+        *records.loop("b-enforce-downgraded########0", "enforce", "o2"),
+        *records.loop("c-downgraded########0", "shadow", "o3", downgrade_at=1),
+        ("call", "o1", records.call("d-path########0", 1, execution_error_type="src/app/.env")),
+        ("prompt", "o1", records.prompt("d-path########0", "shadow", 1)),
+        ("prompt", "o2", records.prompt("e-enum########0", "warn", 1, stop_reason="done")),
+        (
+            "prompt",
+            "o4",
+            records.prompt("f-po########0", "shadow", 1, input_boundary="prompt-only"),
+        ),
+        ("prompt", "o5", records.prompt("g-old########0", "shadow", 1, drain_supported="false")),
+    ]
+    staged = tmp_path / "rows.jsonl"
+    staged.write_text("".join(json.dumps(r) + "\n" for r in records.otel_rows(rows)))
+    chdb.command(otel_logs.otel_logs_ddl("hand_built"))
+    chdb.command(f"INSERT INTO hand_built FROM INFILE '{staged}' FORMAT JSONEachRow")
+    duck = records.engine(rows)
+    expected = _run(duck, "hand-built", "enforce")
+    assert _run(ClickHouseEngine(chdb, table="hand_built"), "hand_built", "enforce") == expected
+    checked = check.check(duck, check.preflight(duck, "hand-built"))["environments"]["internal"]
+    assert checked["estimated_calls_saved"] == 1
+    assert checked["invariants"]["forbidden_telemetry_field"]["examples"] == [
+        "d-path########0",
+        "e-enum########0",
+    ]
+    assert {k: c["prompts"] for k, c in checked["cohorts"].items()} == {
+        "drain": 5,
+        "prompt-only": 1,
+        "unsupported": 1,
+    }
+    # A count that is not one: bad input on ClickHouse too, naming the field.
+    bad = [("prompt", "o1", records.prompt("h-bad########0", "shadow", 1, tool_calls="many"))]
+    staged.write_text("".join(json.dumps(r) + "\n" for r in records.otel_rows(bad)))
+    chdb.command(otel_logs.otel_logs_ddl("mistyped"))
+    chdb.command(f"INSERT INTO mistyped FROM INFILE '{staged}' FORMAT JSONEachRow")
+    with pytest.raises(InputError, match="tool_calls that is not a decimal count"):
+        check.preflight(ClickHouseEngine(chdb, table="mistyped"), "mistyped")

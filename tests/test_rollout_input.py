@@ -13,19 +13,13 @@ import re
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import pytest
+from rollout_records import EVENTS, call, engine, loop, prompt
 
-from rollout import check, sql
-from rollout.engine import DuckDBEngine
+from rollout import check
 from rollout.simulate import FleetConfig, simulate
 from tool_failure_guard.cli import main
 
-EVENTS = {
-    "prompt": "tool_failure_guard.prompt",
-    "guard": "tool_failure_guard.repeated_tool_failure_guard",
-    "call": "tool_failure_guard.tool_call",
-}
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "rollout.md"
 
 
@@ -123,115 +117,34 @@ def test_an_empty_input_file_is_bad_input(
 # -- hand-built records -------------------------------------------------------------------
 
 
-def _engine(rows: list[tuple[str, str, dict[str, str]]]) -> DuckDBEngine:
-    """A ``logs`` table of (kind, owner, attributes) rows, one second apart."""
-    con = duckdb.connect()
-    con.execute(sql.LOGS_TABLE)
-    for second, (kind, owner, attributes) in enumerate(rows):
-        resource = {"deployment.environment": "internal", "enduser.pseudo.id": owner}
-        con.execute(
-            "INSERT INTO logs VALUES (TIMESTAMP '2026-11-01 10:00:00' + to_seconds(?), ?, "
-            "MAP(?::VARCHAR[], ?::VARCHAR[]), MAP(?::VARCHAR[], ?::VARCHAR[]))",
-            [
-                second,
-                EVENTS[kind],
-                list(resource),
-                list(resource.values()),
-                list(attributes),
-                list(attributes.values()),
-            ],
-        )
-    return DuckDBEngine(con)
-
-
-def _prompt(prompt: str, mode: str, calls: int, **extra: str) -> dict[str, str]:
-    return {
-        "prompt_id": prompt,
-        "route": "acp_foreground",
-        "mode": mode,
-        "stop_reason": "end_turn",
-        "model_turns": "5",
-        "tool_calls": str(calls),
-        "tool_call_cap": "40",
-        "batches": str(calls),
-        "wall_time_ms": "9000",
-        "drain_supported": "true",
-        **extra,
-    }
-
-
-def _guard(prompt: str, mode: str, decision: str, batch: int, **extra: str) -> dict[str, str]:
-    return {
-        "route": "acp_foreground",
-        "mode": mode,
-        "decision": decision,
-        "prompt_id": prompt,
-        "candidate_ordinal": "1",
-        "batch_ordinal": str(batch),
-        "receipt_complete": "true",
-        "execution_error_type": "mcp_tool_error",
-        "tool_type": "mcp",
-        **extra,
-    }
-
-
-def _call(prompt: str, batch: int, **extra: str) -> dict[str, str]:
-    return {
-        "prompt_id": prompt,
-        "batch_ordinal": str(batch),
-        "call_ordinal": "0",
-        "terminal_status": "error",
-        "execution_status": "error",
-        "execution_error_type": "mcp_tool_error",
-        "tool_type": "mcp",
-        "provider_duplicate": "false",
-        **extra,
-    }
-
-
-def _loop(prompt: str, mode: str, owner: str, downgrade_at: int | None = None) -> list[Any]:
-    """A loop: would_warn at batch 2, would_stop at 3, four calls, one per batch."""
-    rows: list[Any] = [("call", owner, _call(prompt, b)) for b in (1, 2, 3, 4)]
-    if downgrade_at is not None:
-        reset = _guard(prompt, mode, "reset", downgrade_at, reset_reason="unreliable_input")
-        rows.append(("guard", owner, reset))
-    rows += [
-        ("guard", owner, _guard(prompt, mode, "tracked", 1)),
-        ("guard", owner, _guard(prompt, mode, "would_warn", 2)),
-        ("guard", owner, _guard(prompt, mode, "would_stop", 3)),
-        ("prompt", owner, _prompt(prompt, mode, 4)),
-    ]
-    return rows
-
-
 def test_calls_saved_count_only_prompts_whose_guard_could_have_stopped() -> None:
-    engine = _engine(
+    built = engine(
         [
-            *_loop("a-shadow########0", "shadow", "o1"),  # saves batch 4's call
-            *_loop("b-enforce-downgraded########0", "enforce", "o2"),  # would_stop in enforce
-            *_loop("c-shadow-downgraded########0", "shadow", "o3", downgrade_at=1),
+            *loop("a-shadow########0", "shadow", "o1"),  # saves batch 4's call
+            *loop("b-enforce-downgraded########0", "enforce", "o2"),  # would_stop in enforce
+            *loop("c-shadow-downgraded########0", "shadow", "o3", downgrade_at=1),
         ]
     )
-    checked = check.check(engine, check.preflight(engine, "hand-built"))
+    checked = check.check(built, check.preflight(built, "hand-built"))
     internal = checked["environments"]["internal"]
     assert internal["would_stop"] == 3
     assert internal["estimated_calls_saved"] == 1
 
 
 def test_the_no_raw_data_invariant_is_a_closed_vocabulary() -> None:
-    prompt = "p-ok########0"
+    ok = "p-ok########0"
     rows: list[Any] = [
-        ("prompt", "o1", _prompt(prompt, "shadow", 1)),
-        ("call", "o1", _call(prompt, 1)),
+        ("prompt", "o1", prompt(ok, "shadow", 1)),
+        ("call", "o1", call(ok, 1)),
         # A relative path where an error type belongs: no leading slash, no whitespace.
-        ("call", "o1", _call("p-path########0", 1, execution_error_type="src/app/.env")),
-        ("prompt", "o1", _prompt("p-path########0", "shadow", 1)),
-        ("prompt", "o2", _prompt("p-enum########0", "shadow", 1, stop_reason="finished")),
-        ("prompt", "o2", _prompt("not a prompt id", "shadow", 1)),
-        ("prompt", "o2", _prompt("p-boundary########0", "shadow", 1, input_boundary="acpx")),
+        ("call", "o1", call("p-path########0", 1, execution_error_type="src/app/.env")),
+        ("prompt", "o1", prompt("p-path########0", "shadow", 1)),
+        ("prompt", "o2", prompt("p-enum########0", "shadow", 1, stop_reason="finished")),
+        ("prompt", "o2", prompt("not a prompt id", "shadow", 1)),
+        ("prompt", "o2", prompt("p-boundary########0", "shadow", 1, input_boundary="acpx")),
     ]
-    engine = _engine(rows)
-    found = check.check(engine, check.preflight(engine, "hand-built"))
+    built = engine(rows)
+    found = check.check(built, check.preflight(built, "hand-built"))
     forbidden = found["environments"]["internal"]["invariants"]["forbidden_telemetry_field"]
     assert forbidden["examples"] == [
         "not a prompt id",
@@ -243,14 +156,14 @@ def test_the_no_raw_data_invariant_is_a_closed_vocabulary() -> None:
 
 def test_records_without_input_boundary_derive_it_from_drain_supported() -> None:
     rows: list[Any] = [
-        ("prompt", "o1", _prompt("a-drain########0", "shadow", 1)),
-        ("prompt", "o2", _prompt("b-old-host########0", "shadow", 1, drain_supported="false")),
-        ("prompt", "o3", _prompt("c-declared########0", "shadow", 1, input_boundary="prompt-only")),
-        ("prompt", "o4", _prompt("d-new-drain########0", "shadow", 1, input_boundary="drain")),
+        ("prompt", "o1", prompt("a-drain########0", "shadow", 1)),
+        ("prompt", "o2", prompt("b-old-host########0", "shadow", 1, drain_supported="false")),
+        ("prompt", "o3", prompt("c-declared########0", "shadow", 1, input_boundary="prompt-only")),
+        ("prompt", "o4", prompt("d-new-drain########0", "shadow", 1, input_boundary="drain")),
         (
             "prompt",
             "o5",
-            _prompt(
+            prompt(
                 "e-unsupported########0",
                 "shadow",
                 1,
@@ -259,8 +172,8 @@ def test_records_without_input_boundary_derive_it_from_drain_supported() -> None
             ),
         ),
     ]
-    engine = _engine(rows)
-    env = check.check(engine, check.preflight(engine, "hand-built"))["environments"]["internal"]
+    built = engine(rows)
+    env = check.check(built, check.preflight(built, "hand-built"))["environments"]["internal"]
     assert {k: c["prompts"] for k, c in env["cohorts"].items()} == {
         "drain": 2,
         "prompt-only": 1,
