@@ -18,6 +18,7 @@ from __future__ import annotations
 import abc
 import datetime
 import json
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -28,6 +29,7 @@ from sqlglot import exp
 from rollout import dialect, sql
 
 Row = tuple[Any, ...]
+_TABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?")
 #: The seam: one SQL text in, its rows out (raises :class:`EngineError`).
 Execute = Callable[[str], list[Row]]
 
@@ -146,6 +148,8 @@ class ClickHouseEngine(Engine):
         filters: Filters | None = None,
         close: Callable[[], None] | None = None,
     ) -> None:
+        if not _TABLE.fullmatch(table):
+            raise EngineError(f"{table!r} is not a table name (NAME or DATABASE.NAME)")
         self._execute = execute
         self._close = close
         self.table = table
