@@ -1,8 +1,8 @@
 """``rollout gates`` (Phase 3; ``--phase warn``: Phase 2): owner-level gates per cohort.
 
 Only per-owner, per-arm sums leave the engine (and, for the p95 bootstrap,
-per-owner counts of wall times rounded to three significant digits), so the
-transfer grows with the number of owners, not with the records.  The drain
+per-owner counts of wall times around the p95: :mod:`rollout.latency`), so
+the transfer grows with the number of owners, not with the records.  The drain
 cohort decides as before; a prompt-only cohort (``input_boundary``) is judged
 on its own, never pooled with it.
 """
@@ -15,7 +15,7 @@ from typing import Any, Final
 import numpy as np
 
 from rollout import check as checking
-from rollout import stats
+from rollout import latency, stats
 from rollout.design import assignment, before_after
 from rollout.engine import Engine
 from rollout.metrics import ARMS, COLUMNS, col, metric_gates
@@ -31,15 +31,6 @@ COMPARISONS: Final = {
     "periods are not controlled",
 }
 _SUMS = ", ".join(f"coalesce(sum({expr}), 0)" for expr in COLUMNS.values())
-#: Wall time rounded down to three significant digits (integer arithmetic: both engines agree).
-_ROUNDED = (
-    "CASE WHEN wall_time_ms < 1000 THEN wall_time_ms "
-    + " ".join(
-        f"WHEN wall_time_ms < {10 ** (k + 3)} THEN wall_time_ms // {10**k} * {10**k}"
-        for k in range(1, 7)
-    )
-    + " ELSE wall_time_ms // 10000000 * 10000000 END"
-)
 _ARM_FILTER = "route = 'acp_foreground' AND input_boundary IN ('drain', 'prompt-only')"
 
 Key = tuple[str, str, str]  # environment, cohort, mode
@@ -64,33 +55,6 @@ def _owner_sums(engine: Engine, modes: tuple[str, str]) -> dict[Key, tuple[list[
         )
         result[key] = ([o for o, _ in owners], matrix)
     return result
-
-
-Latencies = tuple[Array, np.ndarray[Any, np.dtype[np.int64]], Array]
-
-
-def _latencies(engine: Engine, modes: tuple[str, str]) -> dict[Key, list[tuple[str, int, int]]]:
-    rows = engine.rows(
-        f"""SELECT environment, input_boundary, mode, owner, {_ROUNDED} AS v, count(*)
-            FROM prompt_facts WHERE {_ARM_FILTER} AND mode IN ('{modes[0]}', '{modes[1]}')
-              AND wall_time_ms IS NOT NULL
-            GROUP BY environment, input_boundary, mode, owner, {_ROUNDED}"""
-    )
-    result: dict[Key, list[tuple[str, int, int]]] = {}
-    for env, kind, mode, owner, value, count in rows:
-        result.setdefault((str(env), str(kind), str(mode)), []).append(
-            (str(owner), int(value), int(count))
-        )
-    return result
-
-
-def _arm_latencies(rows: list[tuple[str, int, int]], owners: list[str]) -> Latencies:
-    index = {o: i for i, o in enumerate(owners)}
-    rows = sorted(rows)
-    values = np.asarray([v for _, v, _ in rows], dtype=np.float64)
-    owner_idx = np.asarray([index[o] for o, _, _ in rows], dtype=np.int64)
-    counts = np.asarray([c for _, _, c in rows], dtype=np.float64)
-    return values, owner_idx, counts
 
 
 def _count_gate(name: str, count: int, note: str = "", **extra: Any) -> dict[str, Any]:
@@ -146,7 +110,7 @@ def gates(
         raise ValueError(f"unknown phase {phase!r} (expected one of {', '.join(ARMS)})")
     modes = ARMS[phase]
     sums = _owner_sums(engine, modes)
-    latencies = _latencies(engine, modes)
+    latencies = latency.counts(engine, f"{_ARM_FILTER} AND mode IN ('{modes[0]}', '{modes[1]}')")
     judged_modes = (modes[0],) if phase == "warn" else modes
     present = sorted({env for env, _, mode in sums if mode in judged_modes})
     stops = enforced_stops(engine) if phase == "enforce" else {}
@@ -214,8 +178,8 @@ def _cohort(
     c_owners, c = sums.get((env, cohort, control_mode), empty)
     lat = (
         stats.poisson_bootstrap_quantile_ratio(
-            _arm_latencies(latencies.get((env, cohort, treatment_mode), []), t_owners),
-            _arm_latencies(latencies.get((env, cohort, control_mode), []), c_owners),
+            latency.arm(latencies.get((env, cohort, treatment_mode), []), t_owners),
+            latency.arm(latencies.get((env, cohort, control_mode), []), c_owners),
             replicates=replicates,
             seed=seed,
         )

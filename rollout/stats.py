@@ -124,6 +124,8 @@ def poisson_bootstrap_quantile_ratio(
 
     Each arm is (values, owner index per value, count per value): a value that
     occurs ``count`` times for its owner (the engine sends counts, not prompts).
+    ``-inf``/``+inf`` values stand for counts below/above the band the engine
+    sent in full: a quantile landing on one makes the interval undefined.
     Values are sorted once; a replicate draws one Poisson(1) weight per owner
     and takes the weighted quantile, O(rows) per replicate.
     """
@@ -135,6 +137,8 @@ def poisson_bootstrap_quantile_ratio(
         order = np.argsort(values, kind="stable")
         prepared.append((values[order], owners[order], counts[order], int(owners.max()) + 1))
     point = [_weighted_quantile(v, c, q) for v, _, c, _ in prepared]
+    if any(math.isinf(p) for p in point):
+        return Interval(estimate=math.nan, low=math.nan, high=math.nan)
     estimate = point[0] / point[1] if point[1] > 0 else math.nan
     ratios = []
     for _ in range(replicates):
@@ -142,6 +146,9 @@ def poisson_bootstrap_quantile_ratio(
         for values, owners, counts, n_owners in prepared:
             weights = rng.poisson(1.0, n_owners).astype(np.float64)
             qs.append(_weighted_quantile(values, weights[owners] * counts, q))
+        if any(math.isinf(v) for v in qs):
+            # This replicate's quantile lies outside the band sent in full.
+            return Interval(estimate=estimate, low=math.nan, high=math.nan)
         if qs[1] > 0 and math.isfinite(qs[0]) and math.isfinite(qs[1]):
             ratios.append(qs[0] / qs[1])
     if len(ratios) < replicates // 2:
