@@ -8,7 +8,9 @@ Prints numbers, asserts nothing about time (machines here are shared):
    lines, generated synthetically by DuckDB in a temporary directory (the
    same record shapes the sink writes); target ≤ 60 s and ≤ 2 GB resident.
    Reported beside the time DuckDB needs merely to scan the same files
-   (read every record and count them).  Each measurement runs in its own
+   (read every record and count them), and beside the same analysis on the
+   ClickHouse engine (chdb in-process, the records in an ``otel_logs`` table
+   with the exporter's schema), with its queries and result bytes.  Each measurement runs in its own
    process and reports its own peak RSS (``VmHWM``).
 
 Usage: ``python -m rollout.bench [--owners N] [--prompts N] [--skip-simulate]``.
@@ -83,33 +85,58 @@ FROM records GROUP BY owner, day, n // 200
 """
 
 _ANALYSE = """
-import json, resource, sys, time
+import json, resource, sys, tempfile, time
 from pathlib import Path
-from rollout import analysis, load
+from rollout import check, gates, load, otel_logs
 import duckdb
 start = time.perf_counter()
-con = duckdb.connect()
-con.execute("SET enable_progress_bar = false")
+files = [Path(p) for p in sys.argv[2:]]
 if sys.argv[1] == "scan":
+    con = duckdb.connect()
+    con.execute("SET enable_progress_bar = false")
     source = " UNION ALL ".join(
-        f"SELECT resourceLogs FROM {load._json_source(Path(p))}" for p in sys.argv[2:])
+        f"SELECT resourceLogs FROM {load._json_source(p)}" for p in files)
     n = con.execute(
         "SELECT sum(len(s.logRecords)) FROM (SELECT unnest(rl.scopeLogs) AS s FROM "
         f"(SELECT unnest(resourceLogs) AS rl FROM ({source})))").fetchone()[0]
     out = {"records": int(n)}
 else:
-    con = load.connect([Path(p) for p in sys.argv[2:]])
-    con.execute("SET enable_progress_bar = false")
-    analysis.prepare(con)
-    checked = analysis.check(con)
-    judged = analysis.gates(con)
-    out = {"prompts": con.execute("SELECT count(*) FROM prompts").fetchone()[0],
+    if sys.argv[1] == "duckdb":
+        engine = load.duckdb_engine(files)
+    else:
+        # The same records in a chdb table with the exporter's schema (via Parquet).
+        from rollout.engine import ChdbExecutor, ClickHouseEngine
+        with tempfile.TemporaryDirectory() as tmp:
+            parquet = Path(tmp) / "logs.parquet"
+            con = load.connect(files)
+            load.export_parquet(con, parquet)
+            con.close()
+            executor = ChdbExecutor()
+            executor.command(otel_logs.otel_logs_ddl())
+            executor.command(
+                "INSERT INTO otel_logs (Timestamp, EventName, ResourceAttributes, LogAttributes) "
+                f"SELECT Timestamp, EventName, ResourceAttributes, LogAttributes "
+                f"FROM file('{parquet}', Parquet)")
+        loaded = time.perf_counter() - start
+        start = time.perf_counter()
+        engine = ClickHouseEngine(executor)
+    resource = check.preflight(engine, "bench")
+    checked = check.check(engine, resource)
+    judged = gates.gates(engine, checked)
+    out = {"prompts": sum(e["supported_prompts"] + e["prompt_only_prompts"]
+                          + e["unsupported_host_prompts"] + e["off_prompts"]
+                          for e in checked["environments"].values()),
            "may_advance": [checked["may_advance"], judged["may_advance"]]}
-out["seconds"] = time.perf_counter() - start
+    if sys.argv[1] == "clickhouse":
+        out["load_seconds"] = round(loaded, 1)
+        out["queries"] = engine.queries
+        out["result_mb"] = round(engine.result_bytes / 1e6, 2)
+        out["owners"] = engine.rows("SELECT count(DISTINCT owner) FROM prompts")[0][0]
+out["seconds"] = round(time.perf_counter() - start, 1)
 # VmHWM belongs to this process image (ru_maxrss would carry the parent's peak over fork).
 hwm = [l for l in open("/proc/self/status") if l.startswith("VmHWM:")]
-out["peak_rss_mb"] = (int(hwm[0].split()[1]) / 1024 if hwm
-                      else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+out["peak_rss_mb"] = round(int(hwm[0].split()[1]) / 1024 if hwm
+                           else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
 print("RESULT " + json.dumps(out))
 """
 
@@ -143,7 +170,7 @@ def bench_simulate(owners: int, workers: int) -> None:
     )
 
 
-def bench_analysis(prompts: int) -> None:
+def bench_analysis(prompts: int, *, clickhouse: bool = True) -> None:
     import duckdb
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -159,11 +186,17 @@ def bench_analysis(prompts: int) -> None:
         )
         scan = _child("scan", [path])
         print(f"scan only: {scan}")
-        full = _child("full", [path])
-        print(f"check + gates: {full}  [targets <= 60 s, <= 2048 MB RSS]")
+        full = _child("duckdb", [path])
+        print(f"check + gates, DuckDB:     {full}  [targets <= 60 s, <= 2048 MB RSS]")
+        if clickhouse:
+            ch = _child("clickhouse", [path])
+            print(
+                f"check + gates, ClickHouse: {ch}  "
+                "(chdb in-process; load = DuckDB -> Parquet -> otel_logs)"
+            )
     if "seconds" in scan and "seconds" in full:
         ratio = float(str(full["seconds"])) / float(str(scan["seconds"]))
-        print(f"check + gates take {ratio:.2f}x the time of the scan")
+        print(f"check + gates (DuckDB) take {ratio:.2f}x the time of the scan")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -173,9 +206,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--prompts", type=int, default=1_000_000)
     parser.add_argument("--skip-simulate", action="store_true")
     parser.add_argument("--skip-analysis", action="store_true")
+    parser.add_argument(
+        "--skip-clickhouse", action="store_true", help="no ClickHouse (chdb) figure"
+    )
     args = parser.parse_args(argv)
     if not args.skip_analysis:
-        bench_analysis(args.prompts)
+        bench_analysis(args.prompts, clickhouse=not args.skip_clickhouse)
     if not args.skip_simulate:
         bench_simulate(args.owners, args.workers)
     _ = resource  # the children report their own RSS

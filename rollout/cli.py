@@ -1,4 +1,10 @@
-"""``tool-failure-guard rollout ACTION``: exit 0 may advance, 1 may not, 2 bad input."""
+"""``tool-failure-guard rollout ACTION``: exit 0 may advance, 1 may not, 2 bad input.
+
+Exit 1 is a verdict ("may not advance") that automation acts on, so nothing
+but a verdict exits 1: input the analysis cannot conclude from (a missing
+Resource dimension, a mistyped field, no records, a wrong table, an
+unreachable server) exits 2 with a message naming it, and writes nothing.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +13,8 @@ import json
 import sys
 from typing import Any
 
-from rollout import analysis, assign, load, output
+from rollout import assign, check, gates, load, output
+from rollout.engine import ClickHouseEngine, ConnectExecutor, Engine, Filters, InputError, redact
 
 EXIT_ADVANCE = 0
 EXIT_HOLD = 1
@@ -21,30 +28,70 @@ def _emit(args: argparse.Namespace, result: dict[str, Any], text: str) -> None:
         print(text)
 
 
+def _filters(args: argparse.Namespace) -> Filters:
+    return Filters(
+        since=args.since,
+        until=args.until,
+        environments=tuple(args.environment or ()),
+        service_versions=tuple(args.service_version or ()),
+    )
+
+
+def open_engine(args: argparse.Namespace) -> tuple[Engine, str]:
+    """The engine the options name, and how to name its source in messages."""
+    if args.clickhouse:
+        if args.files:
+            raise InputError("give telemetry files or --clickhouse, not both")
+        executor = ConnectExecutor(args.clickhouse)
+        try:
+            engine = ClickHouseEngine(
+                executor, table=args.table, filters=_filters(args), close=executor.close
+            )
+        except InputError:
+            executor.close()
+            raise
+        return engine, f"{redact(args.clickhouse)} table {args.table}"
+    if not args.files:
+        raise InputError("no telemetry files given (or --clickhouse URL)")
+    return load.duckdb_engine(list(args.files), _filters(args)), ", ".join(map(str, args.files))
+
+
+def analyse(
+    engine: Engine, source: str, args: argparse.Namespace
+) -> tuple[dict[str, Any], str, list[tuple[str, Any]]]:
+    """Run ``check`` or ``gates``: (result, terminal text, report figures)."""
+    resource = check.preflight(engine, source)
+    checked = check.check(engine, resource)
+    if args.rollout_command == "check":
+        result, text = checked, output.check_table(checked)
+        figures = (
+            [("daily_rates", output.daily_plot(check.daily_rates(engine)))] if args.report else []
+        )
+        return result, text, figures
+    result = gates.gates(
+        engine, checked, phase=args.phase, seed=args.seed, replicates=args.replicates
+    )
+    figures = (
+        [
+            ("gate_intervals", output.forest_plot(result)),
+            ("daily_rates", output.daily_plot(check.daily_rates(engine))),
+        ]
+        if args.report
+        else []
+    )
+    return result, output.gates_table(result), figures
+
+
 def _analyse(args: argparse.Namespace) -> int:
     try:
-        con = load.connect(list(args.files))
-    except load.InputError as error:
+        engine, source = open_engine(args)
+        try:
+            result, text, figures = analyse(engine, source, args)
+        finally:
+            engine.close()
+    except InputError as error:
         print(f"tool-failure-guard rollout: bad input: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    analysis.prepare(con)
-    if args.rollout_command == "check":
-        result = analysis.check(con)
-        text = output.check_table(result)
-        figures = (
-            [("daily_rates", output.daily_plot(analysis.daily_rates(con)))] if args.report else []
-        )
-    else:
-        result = analysis.gates(con, phase=args.phase, seed=args.seed, replicates=args.replicates)
-        text = output.gates_table(result)
-        figures = (
-            [
-                ("gate_intervals", output.forest_plot(result)),
-                ("daily_rates", output.daily_plot(analysis.daily_rates(con))),
-            ]
-            if args.report
-            else []
-        )
     if args.report:
         try:
             output.write_report(

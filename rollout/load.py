@@ -7,8 +7,7 @@ Collector's ``file`` exporter write: one ``ExportLogsServiceRequest`` or
 analysis needs only the log records.
 
 The ``logs`` table mirrors the Collector's ClickHouse exporter table
-``otel_logs``, so the views and queries in :mod:`rollout.sql` run there with
-only the table name changed::
+``otel_logs`` (the same analysis runs there: :mod:`rollout.engine`)::
 
     Timestamp           TIMESTAMP            -- otel_logs.Timestamp
     EventName           VARCHAR              -- otel_logs.EventName
@@ -16,18 +15,22 @@ only the table name changed::
     LogAttributes       MAP(VARCHAR, VARCHAR)
 
 Bad input never produces a half-loaded analysis: :class:`InputError` names
-the file and, for malformed JSON lines, the line.
+the file and, for a line that is not JSON or is mistyped OTLP JSON (a count
+that is not a count, a non-numeric timestamp, ``logRecords`` not a list), the
+line.  An empty file is bad input too.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import duckdb
 
-from rollout import sql
+from rollout import queries, sql
+from rollout.engine import DuckDBEngine, Filters, InputError, MalformedNumbers
 
 #: Larger than any line the file exporter writes for one export batch.
 MAX_LINE_BYTES = 32 * 1024 * 1024
@@ -43,10 +46,6 @@ _RESOURCE_LOGS = (
 OTLP_COLUMNS = {"resourceLogs": _RESOURCE_LOGS, "resourceMetrics": "JSON"}
 
 
-class InputError(ValueError):
-    """The telemetry cannot be read; the message names the file (and line)."""
-
-
 def _flatten(attributes: str) -> str:
     """SQL: an OTLP key/value list -> MAP(VARCHAR, VARCHAR), as ClickHouse stores it."""
     value = (
@@ -59,8 +58,101 @@ def _flatten(attributes: str) -> str:
     )
 
 
+_NUMBER = "a decimal count"
+
+
+def _kv_problem(items: Any, where: str) -> str | None:
+    if items is None:
+        return None
+    if not isinstance(items, list):
+        return f"{where} is not a list"
+    for item in items:
+        if not isinstance(item, dict) or not isinstance(item.get("key"), str):
+            return f"{where}: an entry without a string key"
+        value = item.get("value", {})
+        if not isinstance(value, dict):
+            return f"{where}[{item['key']}]: value is not an OTLP AnyValue object"
+        kinds: dict[str, type | tuple[type, ...]] = {
+            "stringValue": str,
+            "boolValue": bool,
+            "doubleValue": (int, float),
+        }
+        for kind, types in kinds.items():
+            if kind in value and not isinstance(value[kind], types):
+                return f"{where}[{item['key']}]: {kind} has the wrong type"
+        if "intValue" in value and not _is_int(value["intValue"]):
+            return f"{where}[{item['key']}]: intValue is not an integer"
+    return None
+
+
+def _is_int(value: Any) -> bool:
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return True
+    return isinstance(value, str) and value.lstrip("-").isdigit()
+
+
+def _flat(value: Mapping[str, Any]) -> str | None:
+    for kind in ("stringValue", "intValue"):
+        if kind in value:
+            return str(value[kind])
+    if "boolValue" in value:
+        return "true" if value["boolValue"] else "false"
+    return None
+
+
+def _record_problem(record: Any) -> str | None:
+    if not isinstance(record, dict):
+        return "a log record is not an object"
+    stamp = record.get("timeUnixNano")
+    if stamp is not None and not (_is_int(stamp) and int(stamp) >= 0):
+        return f"timeUnixNano {stamp!r} is not a non-negative integer"
+    name = record.get("eventName")
+    if name is not None and not isinstance(name, str):
+        return "eventName is not a string"
+    problem = _kv_problem(record.get("attributes"), "attributes")
+    if problem or not isinstance(name, str):
+        return problem
+    for key in queries.NUMERIC.get(name, ()):
+        for item in record.get("attributes") or ():
+            if item["key"] == key:
+                flat = _flat(item.get("value", {}))
+                if flat is not None and not flat.isdigit():
+                    return f"{name} field {key} is {flat!r}, not {_NUMBER}"
+    return None
+
+
+def _line_problem(data: Any) -> str | None:
+    """What is wrong with one decoded line as an OTLP JSON export request (None: nothing)."""
+    if not isinstance(data, dict) or not (
+        isinstance(data.get("resourceLogs"), list) or isinstance(data.get("resourceMetrics"), list)
+    ):
+        return "not an OTLP JSON request (expected resourceLogs or resourceMetrics)"
+    for rl in data.get("resourceLogs") or ():
+        if not isinstance(rl, dict):
+            return "a resourceLogs entry is not an object"
+        resource = rl.get("resource", {})
+        if not isinstance(resource, dict):
+            return "resource is not an object"
+        problem = _kv_problem(resource.get("attributes"), "resource attributes")
+        if problem:
+            return problem
+        scopes = rl.get("scopeLogs", [])
+        if not isinstance(scopes, list):
+            return "scopeLogs is not a list"
+        for scope in scopes:
+            if not isinstance(scope, dict) or not isinstance(scope.get("logRecords", []), list):
+                return "logRecords is not a list"
+            for record in scope.get("logRecords", []):
+                problem = _record_problem(record)
+                if problem:
+                    return problem
+    return None
+
+
 def _first_bad_line(path: Path) -> str | None:
-    """Name the first line of ``path`` that is not an OTLP JSON request (slow path only)."""
+    """Name the first line of ``path`` that is not a well-typed OTLP JSON request (slow path)."""
     try:
         with path.open("r", encoding="utf-8") as stream:
             for number, line in enumerate(stream, start=1):
@@ -70,19 +162,22 @@ def _first_bad_line(path: Path) -> str | None:
                     data = json.loads(line)
                 except json.JSONDecodeError as error:
                     return f"{path}:{number}: not valid JSON ({error.msg})"
-                if not isinstance(data, dict) or not (
-                    isinstance(data.get("resourceLogs"), list)
-                    or isinstance(data.get("resourceMetrics"), list)
-                ):
-                    return (
-                        f"{path}:{number}: not an OTLP JSON request "
-                        "(expected resourceLogs or resourceMetrics)"
-                    )
+                except ValueError as error:  # e.g. an integer past Python's digit limit
+                    return f"{path}:{number}: not valid JSON ({error})"
+                problem = _line_problem(data)
+                if problem:
+                    return f"{path}:{number}: {problem}"
     except UnicodeDecodeError as error:
         return f"{path}: not UTF-8 text ({error.reason})"
     except OSError as error:
         return f"{path}: cannot be read ({error.strerror})"
     return None
+
+
+def _is_blank(path: Path) -> bool:
+    """Whether ``path`` holds no line but blank ones (reads only up to the first other)."""
+    with path.open("rb") as stream:
+        return all(not line.strip() for line in stream)
 
 
 def _json_source(path: Path) -> str:
@@ -122,14 +217,17 @@ def _insert_parquet(con: duckdb.DuckDBPyConnection, path: Path) -> None:
 
 
 def connect(paths: Sequence[Path], *, memory_limit: str = "1500MB") -> duckdb.DuckDBPyConnection:
-    """A DuckDB connection holding ``logs`` (from ``paths``) and the analysis views."""
+    """A DuckDB connection holding ``logs``, filled from ``paths`` (nothing else yet)."""
     if not paths:
         raise InputError("no telemetry files given")
     con = duckdb.connect(config={"memory_limit": memory_limit})
+    con.execute("SET enable_progress_bar = false")
     con.execute(sql.LOGS_TABLE)
     for path in paths:
         if not path.is_file():
             raise InputError(f"{path}: no such file")
+        if path.suffix != ".parquet" and _is_blank(path):
+            raise InputError(f"{path}: empty (no telemetry records)")
         try:
             if path.suffix == ".parquet":
                 _insert_parquet(con, path)
@@ -139,20 +237,23 @@ def connect(paths: Sequence[Path], *, memory_limit: str = "1500MB") -> duckdb.Du
             located = None if path.suffix == ".parquet" else _first_bad_line(path)
             first = str(error).strip().splitlines()[0] if str(error).strip() else ""
             raise InputError(located or f"{path}: unreadable telemetry ({first})") from error
-    build_views(con)
     return con
 
 
-def build_views(con: duckdb.DuckDBPyConnection) -> None:
-    """Create the analysis views over a filled ``logs`` table (the four read often as tables)."""
-    for statement in sql.VIEWS:
-        # Materialised once: every invariant and gate reads these, and extracting
-        # map values again for each query would dominate the run time.
-        con.execute(
-            statement.replace("CREATE VIEW", "CREATE TABLE", 1)
-            if "CREATE VIEW records" not in statement
-            else statement
-        )
+def duckdb_engine(
+    paths: Sequence[Path], filters: Filters | None = None, *, memory_limit: str = "1500MB"
+) -> DuckDBEngine:
+    """The analysis engine over ``paths``; a mistyped count is named by file and line."""
+    con = connect(paths, memory_limit=memory_limit)
+    try:
+        return DuckDBEngine(con, filters)
+    except MalformedNumbers as error:
+        con.close()
+        for path in paths:
+            located = None if path.suffix == ".parquet" else _first_bad_line(path)
+            if located:
+                raise InputError(located) from error
+        raise InputError(f"{', '.join(map(str, paths))}: {error}") from error
 
 
 def export_parquet(con: duckdb.DuckDBPyConnection, path: Path) -> None:

@@ -3,7 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import datetime
 from pathlib import Path
+
+
+def _instant(value: str) -> datetime.datetime:
+    """An ISO 8601 date or date-time; UTC unless it names an offset."""
+    try:
+        moment = datetime.datetime.fromisoformat(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not an ISO 8601 date or date-time (e.g. 2026-11-01 or "
+            "2026-11-01T08:00:00Z)"
+        ) from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=datetime.UTC)
 
 
 def _percent(value: str) -> float:
@@ -19,11 +32,42 @@ def _percent(value: str) -> float:
 def _analysis(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "files",
-        nargs="+",
+        nargs="*",
         type=Path,
         metavar="FILE",
         help="OTLP JSON lines files (--telemetry file:PATH, a Collector file exporter) "
-        "or Parquet files of the logs table",
+        "or Parquet files of the logs table (analysed with DuckDB)",
+    )
+    parser.add_argument(
+        "--clickhouse",
+        metavar="URL",
+        help="analyse in place on a ClickHouse server instead of files, e.g. "
+        "http://user:password@host:8123/database (clickhouse-connect)",
+    )
+    parser.add_argument(
+        "--table",
+        default="otel_logs",
+        metavar="TABLE",
+        help="with --clickhouse: the Collector ClickHouse exporter's logs table "
+        "(default: otel_logs; db.table allowed)",
+    )
+    parser.add_argument(
+        "--since", type=_instant, metavar="TIME", help="only records at or after TIME (UTC)"
+    )
+    parser.add_argument(
+        "--until", type=_instant, metavar="TIME", help="only records before TIME (UTC)"
+    )
+    parser.add_argument(
+        "--environment",
+        action="append",
+        metavar="ENV",
+        help="only this deployment.environment (repeatable)",
+    )
+    parser.add_argument(
+        "--service-version",
+        action="append",
+        metavar="VERSION",
+        help="only this service.version (repeatable)",
     )
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.add_argument(
@@ -118,6 +162,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         type=float,
         default=0.05,
         help="share of owners on a host without the drain (default: 0.05)",
+    )
+    simulate.add_argument(
+        "--prompt-only-share",
+        type=float,
+        default=0.0,
+        help="share of owners on a plain ACP host declared prompt-only (default: 0)",
     )
     simulate.add_argument("--seed", type=int, default=1)
     simulate.add_argument("--workers", type=int, default=1, help="processes (default: 1)")

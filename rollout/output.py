@@ -32,13 +32,6 @@ def _num(value: Any) -> str:
 
 def check_table(result: dict[str, Any]) -> str:
     lines = []
-    if result.get("refused"):
-        lines.append(f"REFUSED: {result['refusal']}")
-        res = result["resource"]
-        lines.append(
-            f"  records without deployment.environment: {res['without_environment']}, "
-            f"without enduser.pseudo.id: {res['without_owner']} (of {res['records']})"
-        )
     for env, e in result["environments"].items():
         lines.append(
             f"environment {env}: {'MAY ADVANCE' if e['may_advance'] else 'MAY NOT ADVANCE'}"
@@ -50,9 +43,9 @@ def check_table(result: dict[str, Any]) -> str:
             f"owners {e['owners']}, modes {', '.join(e['modes'])}"
         )
         lines.append(
-            f"  supported-host prompts {e['supported_prompts']}  "
-            f"(unsupported-host prompts, reported apart: {e['unsupported_host_prompts']}; "
-            f"off/channel: {e['off_prompts']})"
+            f"  supported-host (drain) prompts {e['supported_prompts']}  "
+            f"(reported apart: prompt-only {e['prompt_only_prompts']}, unsupported-host "
+            f"{e['unsupported_host_prompts']}; off/channel: {e['off_prompts']})"
         )
         lines.append(
             f"  would_warn {e['would_warn']} ({_pct(e['would_warn_rate'])})  "
@@ -60,6 +53,14 @@ def check_table(result: dict[str, Any]) -> str:
             f"stopped {e['stopped']} ({_pct(e['stopped_rate'])})  "
             f"estimated calls saved {e['estimated_calls_saved']}"
         )
+        for kind, c in e["cohorts"].items():
+            if kind != "drain":
+                lines.append(
+                    f"  cohort {kind}: {c['prompts']} prompts, {c['owners']} owners, "
+                    f"would_warn {c['would_warn']} ({_pct(c['would_warn_rate'])}), "
+                    f"would_stop {c['would_stop']} ({_pct(c['would_stop_rate'])}), "
+                    f"stopped {c['stopped']}, calls saved {c['estimated_calls_saved']}"
+                )
         lines.append(f"  {'invariant':<34}{'violations':>10}  examples")
         for name, inv in e["invariants"].items():
             examples = ", ".join(inv["examples"])
@@ -69,51 +70,57 @@ def check_table(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _cohort_lines(label: str, e: dict[str, Any]) -> list[str]:
+    lines = [
+        f"{label}: treatment ({e['treatment_mode']}) {e['treatment_owners']} "
+        f"owners / {e['treatment_prompts']} prompts, control ({e['control_mode']}) "
+        f"{e['control_owners']} owners / {e['control_prompts']} prompts"
+    ]
+    if "assignment" in e:
+        a = e["assignment"]
+        lines.append(
+            f"  assignment {'ok' if a['ok'] else 'NOT ok'}: treatment share "
+            f"{_pct(a['treatment_share'])}, versions {', '.join(a['service_versions'])}, "
+            f"owners in both arms {a['owners_in_both_arms']}"
+        )
+    else:
+        a = e["before_after"]
+        periods = "; ".join(
+            f"{mode} {p['first_day']} .. {p['last_day']} ({p['days_covered']} days, "
+            f"versions {', '.join(p['service_versions'])})"
+            for mode, p in sorted(a["periods"].items())
+        )
+        lines.append(f"  before/after {'ok' if a['ok'] else 'NOT ok'} (not randomised): {periods}")
+        if a["overlapping"]:
+            lines.append("  note: the warn period starts before the shadow period ends")
+    for problem in a["problems"]:
+        lines.append(f"  - {problem}")
+    lines.append(
+        f"  {'gate':<28}{'kind':<26}{'estimate':>10}{'low':>10}{'high':>10}  {'margin':<14}verdict"
+    )
+    for g in e["gates"]:
+        lines.append(
+            f"  {g['gate']:<28}{g['kind']:<26}{_num(g['estimate']):>10}"
+            f"{_num(g['low']):>10}{_num(g['high']):>10}  {_num(g['margin']):<14}"
+            f"{g['verdict']}"
+        )
+        if g.get("examples"):
+            lines.append(f"    examples: {', '.join(g['examples'])}")
+    return lines
+
+
 def gates_table(result: dict[str, Any]) -> str:
-    lines = []
-    if result.get("refused"):
-        lines.append("REFUSED: records lack deployment.environment or enduser.pseudo.id")
     phase = result.get("phase", "enforce")
-    lines.append(f"phase {phase}: {result.get('comparison', '')}")
+    lines = [f"phase {phase}: {result.get('comparison', '')}"]
     for env, e in result["environments"].items():
-        lines.append(
-            f"environment {env}: treatment ({e['treatment_mode']}) {e['treatment_owners']} "
-            f"owners / {e['treatment_prompts']} prompts, control ({e['control_mode']}) "
-            f"{e['control_owners']} owners / {e['control_prompts']} prompts"
-        )
-        if "assignment" in e:
-            a = e["assignment"]
+        lines.extend(_cohort_lines(f"environment {env} (drain hosts)", e))
+        for kind, cohort in e.get("cohorts", {}).items():
+            lines.extend(_cohort_lines(f"environment {env}, cohort {kind} (judged apart)", cohort))
+        if e.get("unsupported_host_prompts"):
             lines.append(
-                f"  assignment {'ok' if a['ok'] else 'NOT ok'}: treatment share "
-                f"{_pct(a['treatment_share'])}, versions {', '.join(a['service_versions'])}, "
-                f"owners in both arms {a['owners_in_both_arms']}"
+                f"  unsupported-host prompts (guard inert, reported apart): "
+                f"{e['unsupported_host_prompts']}"
             )
-        else:
-            a = e["before_after"]
-            periods = "; ".join(
-                f"{mode} {p['first_day']} .. {p['last_day']} ({p['days_covered']} days, "
-                f"versions {', '.join(p['service_versions'])})"
-                for mode, p in sorted(a["periods"].items())
-            )
-            lines.append(
-                f"  before/after {'ok' if a['ok'] else 'NOT ok'} (not randomised): {periods}"
-            )
-            if a["overlapping"]:
-                lines.append("  note: the warn period starts before the shadow period ends")
-        for problem in a["problems"]:
-            lines.append(f"  - {problem}")
-        lines.append(
-            f"  {'gate':<28}{'kind':<26}{'estimate':>10}{'low':>10}{'high':>10}  "
-            f"{'margin':<14}verdict"
-        )
-        for g in e["gates"]:
-            lines.append(
-                f"  {g['gate']:<28}{g['kind']:<26}{_num(g['estimate']):>10}"
-                f"{_num(g['low']):>10}{_num(g['high']):>10}  {_num(g['margin']):<14}"
-                f"{g['verdict']}"
-            )
-            if g.get("examples"):
-                lines.append(f"    examples: {', '.join(g['examples'])}")
     verdict = "may advance" if result["may_advance"] else "may NOT advance"
     lines.append(f"gates: {verdict}")
     return "\n".join(lines)

@@ -1,42 +1,44 @@
-"""The analysis as SQL over the documented table layout (``docs/rollout.md``).
+"""The analysis as SQL: one source, written once, rendered per engine (:mod:`rollout.dialect`).
 
-Everything here is plain SQL over one table, ``logs``, shaped like the
-Collector's ClickHouse ``otel_logs`` (``Timestamp``, ``EventName``,
-``ResourceAttributes`` and ``LogAttributes`` as string maps).  The views
-name the records of ``docs/telemetry.md``:
+Every statement here is DuckDB SQL restricted to a portable subset that
+:func:`rollout.dialect.render` turns into ClickHouse SQL (map access, integer
+division, ``epoch_us``, ``split_part``, ``lead``, ``regexp_full_match`` are
+the only spellings it rewrites).  Times are integer microseconds since the
+epoch (``*_us``) and days integer day numbers, so both engines compute the
+same numbers; no correlated subquery and no join on an inequality.
 
-``records``       every log record with its resource columns (environment, owner, version)
-``prompts``       one row per prompt outcome record (+ ``completed``, ``started_at``, ``day``)
+The relations (``RELATIONS``, each a ``SELECT`` over the one before) name the
+records of ``docs/telemetry.md``:
+
+``records``       every guard record with its resource columns (environment, owner, version)
+``prompts``       one row per prompt outcome record (+ ``completed``, ``input_boundary``, ``day``)
 ``calls``         one row per settled call
 ``guard_events``  one row per guard transition (with the candidate's public key fields)
 ``sessions``      one row per session-closed record
-``prompt_facts``  prompts + guard flags, calls saved, disconnect-or-retry (a table)
+``prompt_facts``  prompts + guard flags, calls saved, disconnect-or-retry
 
-The loader materialises ``prompts``, ``calls``, ``guard_events`` and
-``sessions`` as tables (each is read by several queries); where the logs live
-in ClickHouse, create them as views.  Map access ``m['key']`` and the window
-functions used are the same in DuckDB
-and ClickHouse; the few spelling differences are listed in the docs.
+DuckDB materialises them as tables; on ClickHouse they are common table
+expressions of each query (nothing is created on the server).  The source
+table is ``logs``, shaped like the Collector's ClickHouse exporter table
+``otel_logs``; the queries of :mod:`rollout.queries` read the relations.
 """
 
 from __future__ import annotations
 
 from typing import Final
 
-# The record names are the agent's own (one declaration, in session.telemetry).
 from session.telemetry import GUARD_LOG_EVENT as GUARD_EVENT
-from session.telemetry import LOOP_DETECTED_EVENT as LOOP_EVENT
-from session.telemetry import (
-    PROMPT_EVENT,
-    REPEATED_TOOL_EXECUTION_FAILURE,
-    SESSION_CLOSED_EVENT,
-    TOOL_CALL_EVENT,
-)
+from session.telemetry import PROMPT_EVENT, SESSION_CLOSED_EVENT, TOOL_CALL_EVENT
 
 #: Decisions that counted a candidate (the batch had exactly one eligible key).
 CANDIDATE_DECISIONS: Final = ("tracked", "would_warn", "warned", "would_stop", "stopped")
+#: Reset reasons that downgrade a prompt (its guard can no longer stop it).
+DOWNGRADING_RESETS: Final = ("unreliable_input", "unknown", "contract_violation")
 #: Minutes within which a disconnect or a new prompt counts against the prompt before it.
 RETRY_WINDOW_MINUTES: Final = 10
+#: The per-prompt input boundary kinds, each reported as its own cohort.
+INPUT_BOUNDARIES: Final = ("drain", "prompt-only", "unsupported")
+RECORD_PREFIX: Final = "tool_failure_guard."
 
 LOGS_TABLE: Final = """
 CREATE TABLE logs (
@@ -48,23 +50,40 @@ CREATE TABLE logs (
 """
 
 _CANDIDATES = ", ".join(f"'{d}'" for d in CANDIDATE_DECISIONS)
+_DOWNGRADING = ", ".join(f"'{d}'" for d in DOWNGRADING_RESETS)
+_WINDOW_US = RETRY_WINDOW_MINUTES * 60 * 1_000_000
+DAY_US: Final = 86_400_000_000
 
-VIEWS: Final = (
-    """
-CREATE VIEW records AS
-SELECT Timestamp AS ts, EventName AS event,
+#: ``{filters}``: `` AND …`` conditions on the source table (time window, environments,
+#: service versions), pushed into the scan; empty for no filter.
+RECORDS: Final = f"""
+SELECT epoch_us(Timestamp) AS ts_us,
+       coalesce(nullif(EventName, ''), LogAttributes['event.name']) AS event,
        coalesce(ResourceAttributes['deployment.environment'],
                 ResourceAttributes['deployment.environment.name']) AS environment,
        ResourceAttributes['enduser.pseudo.id'] AS owner,
        ResourceAttributes['service.version'] AS service_version,
        LogAttributes AS attributes
 FROM logs
-""",
-    f"""
-CREATE VIEW prompts AS
-SELECT environment, owner, service_version, ts AS ended_at,
-       ts - to_milliseconds(CAST(attributes['wall_time_ms'] AS BIGINT)) AS started_at,
-       CAST(ts AS DATE) AS day,
+WHERE coalesce(nullif(EventName, ''), LogAttributes['event.name'])
+      LIKE '{RECORD_PREFIX}%'{{filters}}
+"""
+
+ENVIRONMENT: Final = (
+    "coalesce(ResourceAttributes['deployment.environment'], "
+    "ResourceAttributes['deployment.environment.name'])"
+)
+SERVICE_VERSION: Final = "ResourceAttributes['service.version']"
+
+#: (name, SELECT) in dependency order.
+RELATIONS: Final[tuple[tuple[str, str], ...]] = (
+    ("records", RECORDS),
+    (
+        "prompts",
+        f"""
+SELECT environment, owner, service_version, ts_us AS ended_us,
+       ts_us - CAST(attributes['wall_time_ms'] AS BIGINT) * 1000 AS started_us,
+       ts_us // {DAY_US} AS day,
        attributes['prompt_id'] AS prompt_id,
        split_part(attributes['prompt_id'], '########', 1) AS session_id,
        attributes['route'] AS route,
@@ -74,247 +93,122 @@ SELECT environment, owner, service_version, ts AS ended_at,
        CAST(attributes['model_turns'] AS BIGINT) AS model_turns,
        CAST(attributes['tool_calls'] AS BIGINT) AS tool_calls,
        CAST(attributes['tool_call_cap'] AS BIGINT) AS tool_call_cap,
-       CAST(attributes['batches'] AS BIGINT) AS batches,
        CAST(attributes['input_tokens'] AS BIGINT) AS input_tokens,
        CAST(attributes['output_tokens'] AS BIGINT) AS output_tokens,
-       CAST(attributes['model_latency_ms'] AS BIGINT) AS model_latency_ms,
        CAST(attributes['wall_time_ms'] AS BIGINT) AS wall_time_ms,
-       attributes['drain_supported'] = 'true' AS drain_supported,
-       (attributes['stop_reason'] = 'end_turn' AND attributes['loop_type'] IS NULL)
-           AS completed
+       CASE WHEN attributes['input_boundary'] = 'prompt-only' THEN 'prompt-only'
+            WHEN attributes['drain_supported'] = 'true'
+                 AND coalesce(attributes['input_boundary'], 'drain') = 'drain' THEN 'drain'
+            ELSE 'unsupported' END AS input_boundary,
+       CASE WHEN attributes['stop_reason'] = 'end_turn' AND attributes['loop_type'] IS NULL
+            THEN 1 ELSE 0 END AS completed
 FROM records WHERE event = '{PROMPT_EVENT}'
 """,
-    f"""
-CREATE VIEW calls AS
-SELECT environment, owner, ts,
+    ),
+    (
+        "calls",
+        f"""
+SELECT environment, owner,
        attributes['prompt_id'] AS prompt_id,
        CAST(attributes['batch_ordinal'] AS BIGINT) AS batch_ordinal,
-       CAST(attributes['call_ordinal'] AS BIGINT) AS call_ordinal,
        attributes['terminal_status'] AS terminal_status,
        attributes['execution_status'] AS execution_status,
-       attributes['execution_error_type'] AS execution_error_type,
-       attributes['tool_type'] AS tool_type,
-       attributes['provider_duplicate'] = 'true' AS provider_duplicate
+       CASE WHEN attributes['provider_duplicate'] = 'true' THEN 1 ELSE 0 END
+           AS provider_duplicate
 FROM records WHERE event = '{TOOL_CALL_EVENT}'
 """,
-    f"""
-CREATE VIEW guard_events AS
-SELECT environment, owner, ts,
+    ),
+    (
+        "guard_events",
+        f"""
+SELECT environment, owner,
        attributes['prompt_id'] AS prompt_id,
-       attributes['mode'] AS mode,
        attributes['decision'] AS decision,
        attributes['reset_reason'] AS reset_reason,
-       attributes['phase_before'] AS phase_before,
-       attributes['phase_after'] AS phase_after,
        CAST(attributes['candidate_ordinal'] AS BIGINT) AS candidate_ordinal,
        CAST(attributes['batch_ordinal'] AS BIGINT) AS batch_ordinal,
-       coalesce(attributes['receipt_complete'], 'true') = 'true' AS receipt_complete,
+       CASE WHEN coalesce(attributes['receipt_complete'], 'true') = 'true' THEN 1 ELSE 0 END
+           AS receipt_complete,
        attributes['execution_error_type'] AS execution_error_type,
        attributes['tool_type'] AS tool_type,
-       decision IN ({_CANDIDATES}) AS counted_candidate
+       CASE WHEN attributes['decision'] IN ({_CANDIDATES}) THEN 1 ELSE 0 END
+           AS counted_candidate
 FROM records WHERE event = '{GUARD_EVENT}'
 """,
-    f"""
-CREATE VIEW sessions AS
-SELECT environment, owner, ts AS closed_at,
+    ),
+    (
+        "sessions",
+        f"""
+SELECT environment, owner, ts_us AS closed_us,
        attributes['session_id'] AS session_id,
-       attributes['close_reason'] AS close_reason,
-       CAST(attributes['prompts'] AS BIGINT) AS prompts
+       attributes['close_reason'] AS close_reason
 FROM records WHERE event = '{SESSION_CLOSED_EVENT}'
 """,
-)
-
-#: Built once per analysis (a table: check and gates both read it).
-PROMPT_FACTS: Final = f"""
-CREATE TABLE prompt_facts AS
-WITH flags AS (
-    SELECT prompt_id,
-           bool_or(decision IN ('would_warn', 'warned')) AS would_warn,
-           bool_or(decision = 'would_stop') AS would_stop,
-           bool_or(decision = 'stopped') AS stopped,
-           min(batch_ordinal) FILTER (WHERE decision IN ('would_stop', 'stopped')) AS stop_batch
-    FROM guard_events GROUP BY prompt_id
-),
-saved AS (
-    SELECT c.prompt_id, count(*) AS calls_after_would_stop
-    FROM calls c JOIN flags f ON c.prompt_id = f.prompt_id
-    WHERE f.would_stop AND c.batch_ordinal > f.stop_batch AND NOT c.provider_duplicate
-    GROUP BY c.prompt_id
-),
-ordered AS (
-    SELECT p.*,
-           lead(p.started_at) OVER (
-               PARTITION BY p.environment, p.owner ORDER BY p.started_at, p.prompt_id
-           ) AS next_started_at
-    FROM prompts p
-),
-disconnects AS (
-    SELECT session_id, min(closed_at) AS closed_at
-    FROM sessions WHERE close_reason = 'disconnect' GROUP BY session_id
-)
-SELECT o.* EXCLUDE (next_started_at),
-       coalesce(f.would_warn, false) AS would_warn,
-       coalesce(f.would_stop, false) AS would_stop,
-       coalesce(f.stopped, false) AS stopped,
-       coalesce(s.calls_after_would_stop, 0) AS calls_after_would_stop,
-       (NOT o.completed AND o.next_started_at IS NOT NULL
-            AND o.next_started_at >= o.ended_at
-            AND o.next_started_at <= o.ended_at + INTERVAL {RETRY_WINDOW_MINUTES} MINUTE)
-       OR (d.closed_at IS NOT NULL AND d.closed_at >= o.ended_at
-            AND d.closed_at <= o.ended_at + INTERVAL {RETRY_WINDOW_MINUTES} MINUTE)
-           AS disconnect_or_retry
-FROM ordered o
-LEFT JOIN flags f ON f.prompt_id = o.prompt_id
-LEFT JOIN saved s ON s.prompt_id = o.prompt_id
-LEFT JOIN disconnects d ON d.session_id = o.session_id
-"""
-
-#: Attribute keys each of our events may carry (anything else is a forbidden field).
-ALLOWED_KEYS: Final = {
-    PROMPT_EVENT: (
-        "prompt_id route mode stop_reason loop_type model_turns tool_calls tool_call_cap "
-        "batches input_tokens output_tokens model_latency_ms wall_time_ms drain_supported"
     ),
-    TOOL_CALL_EVENT: (
-        "prompt_id batch_ordinal call_ordinal terminal_status execution_status "
-        "execution_error_type tool_type provider_duplicate"
-    ),
-    GUARD_EVENT: (
-        "route mode phase_before phase_after decision failure_count_bucket batch_count_bucket "
-        "reset_reason terminal_status execution_status tool_type prompt_id candidate_ordinal "
-        "execution_error_type batch_ordinal receipt_complete"
-    ),
-    SESSION_CLOSED_EVENT: "session_id close_reason prompts",
-    LOOP_EVENT: "loop_type prompt_id",
-}
-
-_ALLOWED_ROWS = ", ".join(
-    f"('{event}', '{key}')" for event, keys in ALLOWED_KEYS.items() for key in keys.split()
-)
-
-#: Values that look like raw data: a path, whitespace (free text), or something long.
-_RAW_VALUE = r"(^/|^~/|^[A-Za-z]:\\|\s)"
-
-#: name -> (description, SQL returning (environment, prompt_id) per violation).
-INVARIANTS: Final[dict[str, tuple[str, str]]] = {
-    "cancelled_counted": (
-        "a cancelled call was counted as an eligible failure",
-        """
-SELECT DISTINCT g.environment, g.prompt_id FROM guard_events g
-JOIN calls c ON c.prompt_id = g.prompt_id AND c.batch_ordinal = g.batch_ordinal
-WHERE g.counted_candidate
-  AND (c.terminal_status = 'cancelled' OR c.execution_status = 'cancelled')
-""",
-    ),
-    "ineligible_counted": (
-        "a not_started, unknown or post-execution failure was counted",
-        """
-SELECT DISTINCT g.environment, g.prompt_id FROM guard_events g
-JOIN calls c ON c.prompt_id = g.prompt_id AND c.batch_ordinal = g.batch_ordinal
-WHERE g.counted_candidate AND NOT c.provider_duplicate
-  AND (c.execution_status IN ('not_started', 'unknown') OR c.terminal_status = 'unknown'
-       OR (c.terminal_status = 'error' AND c.execution_status = 'success'))
-""",
-    ),
-    "incomplete_batch_decision": (
-        "a decision was taken on a batch not proven complete",
-        """
-SELECT DISTINCT g.environment, g.prompt_id FROM guard_events g
-WHERE g.counted_candidate AND (NOT g.receipt_complete OR NOT EXISTS (
-    SELECT 1 FROM calls c WHERE c.prompt_id = g.prompt_id AND c.batch_ordinal = g.batch_ordinal))
-""",
-    ),
-    "enforced_after_unreliable_drain": (
-        "a stop was enforced after an unreliable drain in the same prompt",
-        """
-SELECT DISTINCT g.environment, g.prompt_id FROM guard_events g
-WHERE g.decision = 'stopped' AND EXISTS (
-    SELECT 1 FROM guard_events u WHERE u.prompt_id = g.prompt_id
-      AND u.reset_reason = 'unreliable_input' AND u.batch_ordinal <= g.batch_ordinal)
-""",
-    ),
-    "forbidden_telemetry_field": (
-        "a record carried an undocumented key or a raw-looking value (path, text)",
+    (
+        "prompt_facts",
         f"""
-WITH allowed(event, key) AS (VALUES {_ALLOWED_ROWS}),
-kv AS (
-    SELECT environment, event, attributes['prompt_id'] AS prompt_id,
-           unnest(map_keys(attributes)) AS key, unnest(map_values(attributes)) AS value
-    FROM records WHERE event LIKE 'tool_failure_guard.%'
+SELECT o.environment AS environment, o.owner AS owner,
+       o.service_version AS service_version, o.prompt_id AS prompt_id, o.day AS day,
+       o.route AS route, o.mode AS mode, o.stop_reason AS stop_reason,
+       o.loop_type AS loop_type, o.model_turns AS model_turns, o.tool_calls AS tool_calls,
+       o.input_tokens AS input_tokens, o.output_tokens AS output_tokens,
+       o.wall_time_ms AS wall_time_ms, o.input_boundary AS input_boundary,
+       o.completed AS completed,
+       coalesce(f.would_warn, 0) AS would_warn,
+       coalesce(f.would_stop, 0) AS would_stop,
+       coalesce(f.stopped, 0) AS stopped,
+       coalesce(s.calls_after_would_stop, 0) AS calls_after_would_stop,
+       -- A prompt whose guard could have stopped it: a would_stop in shadow or warn before
+       -- any downgrade (an enforce would_stop is a downgraded prompt: it saves nothing).
+       CASE WHEN f.would_stop = 1 AND o.mode IN ('shadow', 'warn')
+                 AND (f.downgrade_batch IS NULL OR f.downgrade_batch > f.stop_batch)
+                 AND (u.unknown_batch IS NULL OR u.unknown_batch > f.stop_batch)
+            THEN 1 ELSE 0 END AS could_stop,
+       CASE WHEN f.would_stop = 1 AND o.mode IN ('shadow', 'warn')
+                 AND (f.downgrade_batch IS NULL OR f.downgrade_batch > f.stop_batch)
+                 AND (u.unknown_batch IS NULL OR u.unknown_batch > f.stop_batch)
+            THEN coalesce(s.calls_after_would_stop, 0) ELSE 0 END AS calls_saved,
+       CASE WHEN (o.completed = 0 AND o.next_started_us IS NOT NULL
+                  AND o.next_started_us >= o.ended_us
+                  AND o.next_started_us <= o.ended_us + {_WINDOW_US})
+              OR (d.closed_us IS NOT NULL AND d.closed_us >= o.ended_us
+                  AND d.closed_us <= o.ended_us + {_WINDOW_US})
+            THEN 1 ELSE 0 END AS disconnect_or_retry
+FROM (
+    SELECT p.*, lead(p.started_us) OVER (
+               PARTITION BY p.environment, p.owner ORDER BY p.started_us, p.prompt_id
+           ) AS next_started_us
+    FROM prompts p
+) o
+LEFT JOIN (
+    SELECT prompt_id,
+           max(CASE WHEN decision IN ('would_warn', 'warned') THEN 1 ELSE 0 END) AS would_warn,
+           max(CASE WHEN decision = 'would_stop' THEN 1 ELSE 0 END) AS would_stop,
+           max(CASE WHEN decision = 'stopped' THEN 1 ELSE 0 END) AS stopped,
+           min(CASE WHEN decision IN ('would_stop', 'stopped') THEN batch_ordinal END)
+               AS stop_batch,
+           min(CASE WHEN reset_reason IN ({_DOWNGRADING}) THEN batch_ordinal END)
+               AS downgrade_batch
+    FROM guard_events GROUP BY prompt_id
+) f ON f.prompt_id = o.prompt_id
+LEFT JOIN (
+    SELECT c.prompt_id AS prompt_id, count(*) AS calls_after_would_stop
+    FROM calls c JOIN (
+        SELECT prompt_id, min(batch_ordinal) AS stop_batch FROM guard_events
+        WHERE decision = 'would_stop' GROUP BY prompt_id
+    ) w ON c.prompt_id = w.prompt_id
+    WHERE c.batch_ordinal > w.stop_batch AND c.provider_duplicate = 0
+    GROUP BY c.prompt_id
+) s ON s.prompt_id = o.prompt_id
+LEFT JOIN (
+    SELECT prompt_id, min(batch_ordinal) AS unknown_batch FROM calls
+    WHERE execution_status = 'unknown' OR terminal_status = 'unknown' GROUP BY prompt_id
+) u ON u.prompt_id = o.prompt_id
+LEFT JOIN (
+    SELECT session_id, min(closed_us) AS closed_us
+    FROM sessions WHERE close_reason = 'disconnect' GROUP BY session_id
+) d ON d.session_id = o.session_id
+""",
+    ),
 )
-SELECT DISTINCT kv.environment, coalesce(kv.prompt_id, '(' || kv.event || ')') FROM kv
-LEFT JOIN allowed a ON a.event = kv.event AND a.key = kv.key
-WHERE a.key IS NULL OR (kv.key NOT IN ('prompt_id', 'session_id')
-                        AND (regexp_matches(kv.value, '{_RAW_VALUE}') OR length(kv.value) > 64))
-""",
-    ),
-    "stop_without_prior_warn": (
-        "a would_stop/stop had no earlier would_warn/warn of the same prompt and candidate",
-        """
-SELECT DISTINCT g.environment, g.prompt_id FROM guard_events g
-WHERE g.decision IN ('would_stop', 'stopped') AND NOT EXISTS (
-    SELECT 1 FROM guard_events w WHERE w.prompt_id = g.prompt_id
-      AND w.candidate_ordinal = g.candidate_ordinal
-      AND w.decision IN ('would_warn', 'warned') AND w.batch_ordinal < g.batch_ordinal)
-""",
-    ),
-    "protections_changed": (
-        "the tool-call cap or the duplicate-id protection behaved differently",
-        """
-SELECT DISTINCT environment, prompt_id FROM prompts
-WHERE (tool_calls >= tool_call_cap AND loop_type IS NULL
-       AND stop_reason NOT IN ('cancelled', 'error'))
-   OR (loop_type = 'tool_call_cap' AND tool_calls < tool_call_cap)
-UNION
-SELECT DISTINCT environment, prompt_id FROM calls
-WHERE provider_duplicate AND execution_status <> 'not_started'
-""",
-    ),
-}
-
-#: Phase 3 gate ``enforced_stops_well_formed``: SQL returning (environment, prompt_id) per
-#: enforced stop that lacks one of what the specification requires of it (the expected
-#: key, the reminder, complete batch receipts, kept history).  ``stopped`` happens only
-#: in enforce, so these are the treatment's stops.  A stop is well formed when:
-#:
-#: * the key is known (``execution_error_type``) and an earlier **real** reminder
-#:   (``warned``, not ``would_warn``) of the same prompt and candidate ordinal carries the
-#:   same ``execution_error_type`` and ``tool_type`` (the candidate's public key fields);
-#: * every guard event of that candidate in that prompt had a complete receipt;
-#: * the prompt's outcome record ends with ``end_turn`` and loop type
-#:   ``repeated_tool_execution_failure`` (the stop was persisted first: a stop whose
-#:   history write failed ends the prompt in an internal error instead);
-#: * a ``loop_detected`` record exists for the prompt.
-ENFORCED_STOPS_MALFORMED: Final = f"""
-WITH stops AS (
-    SELECT environment, prompt_id, candidate_ordinal, batch_ordinal,
-           execution_error_type, tool_type
-    FROM guard_events WHERE decision = 'stopped'
-),
-reminded AS (
-    SELECT DISTINCT s.prompt_id, s.candidate_ordinal FROM stops s
-    JOIN guard_events w ON w.prompt_id = s.prompt_id
-     AND w.candidate_ordinal = s.candidate_ordinal AND w.decision = 'warned'
-     AND w.batch_ordinal < s.batch_ordinal
-     AND w.execution_error_type = s.execution_error_type
-     AND w.tool_type IS NOT DISTINCT FROM s.tool_type
-),
-incomplete AS (
-    SELECT DISTINCT s.prompt_id, s.candidate_ordinal FROM stops s
-    JOIN guard_events e ON e.prompt_id = s.prompt_id
-     AND e.candidate_ordinal = s.candidate_ordinal AND NOT e.receipt_complete
-),
-loops AS (
-    SELECT DISTINCT attributes['prompt_id'] AS prompt_id FROM records
-    WHERE event = '{LOOP_EVENT}'
-)
-SELECT DISTINCT s.environment, s.prompt_id FROM stops s
-LEFT JOIN reminded r ON r.prompt_id = s.prompt_id AND r.candidate_ordinal = s.candidate_ordinal
-LEFT JOIN incomplete i ON i.prompt_id = s.prompt_id AND i.candidate_ordinal = s.candidate_ordinal
-LEFT JOIN prompts p ON p.prompt_id = s.prompt_id
-LEFT JOIN loops l ON l.prompt_id = s.prompt_id
-WHERE s.execution_error_type IS NULL OR r.prompt_id IS NULL OR i.prompt_id IS NOT NULL
-   OR p.prompt_id IS NULL OR p.stop_reason IS DISTINCT FROM 'end_turn'
-   OR p.loop_type IS DISTINCT FROM '{REPEATED_TOOL_EXECUTION_FAILURE}'
-   OR l.prompt_id IS NULL
-"""

@@ -113,8 +113,8 @@ def _weighted_quantile(sorted_values: Array, weights: Array, q: float) -> float:
 
 
 def poisson_bootstrap_quantile_ratio(
-    treatment: tuple[Array, npt.NDArray[np.int64]],
-    control: tuple[Array, npt.NDArray[np.int64]],
+    treatment: tuple[Array, npt.NDArray[np.int64], Array],
+    control: tuple[Array, npt.NDArray[np.int64], Array],
     *,
     q: float = 0.95,
     replicates: int = 200,
@@ -122,25 +122,33 @@ def poisson_bootstrap_quantile_ratio(
 ) -> Interval:
     """Quantile_T / Quantile_C with an owner-level Poisson bootstrap percentile interval.
 
-    Each arm is (values, owner index per value).  Values are sorted once; a
-    replicate draws one Poisson(1) weight per owner and takes the weighted
-    quantile, O(N) per replicate.
+    Each arm is (values, owner index per value, count per value): a value that
+    occurs ``count`` times for its owner (the engine sends counts, not prompts).
+    ``-inf``/``+inf`` values stand for counts below/above the band the engine
+    sent in full: a quantile landing on one makes the interval undefined.
+    Values are sorted once; a replicate draws one Poisson(1) weight per owner
+    and takes the weighted quantile, O(rows) per replicate.
     """
     rng = np.random.default_rng(seed)
     prepared = []
-    for values, owners in (treatment, control):
+    for values, owners, counts in (treatment, control):
         if len(values) == 0:
             return Interval(estimate=math.nan, low=math.nan, high=math.nan)
         order = np.argsort(values, kind="stable")
-        prepared.append((values[order], owners[order], int(owners.max()) + 1))
-    point = [_weighted_quantile(v, np.ones(len(v)), q) for v, _, _ in prepared]
+        prepared.append((values[order], owners[order], counts[order], int(owners.max()) + 1))
+    point = [_weighted_quantile(v, c, q) for v, _, c, _ in prepared]
+    if any(math.isinf(p) for p in point):
+        return Interval(estimate=math.nan, low=math.nan, high=math.nan)
     estimate = point[0] / point[1] if point[1] > 0 else math.nan
     ratios = []
     for _ in range(replicates):
         qs = []
-        for values, owners, n_owners in prepared:
+        for values, owners, counts, n_owners in prepared:
             weights = rng.poisson(1.0, n_owners).astype(np.float64)
-            qs.append(_weighted_quantile(values, weights[owners], q))
+            qs.append(_weighted_quantile(values, weights[owners] * counts, q))
+        if any(math.isinf(v) for v in qs):
+            # This replicate's quantile lies outside the band sent in full.
+            return Interval(estimate=estimate, low=math.nan, high=math.nan)
         if qs[1] > 0 and math.isfinite(qs[0]) and math.isfinite(qs[1]):
             ratios.append(qs[0] / qs[1])
     if len(ratios) < replicates // 2:

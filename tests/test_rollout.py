@@ -17,7 +17,8 @@ import duckdb
 import numpy as np
 import pytest
 
-from rollout import analysis, assign, load, sql, stats
+from rollout import assign, check, design, gates, load, sql, stats
+from rollout.engine import DuckDBEngine
 from rollout.simulate import FleetConfig, simulate
 from tool_failure_guard.cli import main
 
@@ -48,10 +49,13 @@ def neutral(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, A
     return out, summary
 
 
-def _analyse(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
-    con = load.connect([path])
-    analysis.prepare(con)
-    return analysis.check(con), analysis.gates(con)
+def _judge(engine: Any, phase: str = "enforce") -> tuple[dict[str, Any], dict[str, Any]]:
+    checked = check.check(engine, check.preflight(engine, "test"))
+    return checked, gates.gates(engine, checked, phase=phase)
+
+
+def _analyse(*paths: Path, phase: str = "enforce") -> tuple[dict[str, Any], dict[str, Any]]:
+    return _judge(load.duckdb_engine(list(paths)), phase)
 
 
 # -- assignment ------------------------------------------------------------------
@@ -207,9 +211,7 @@ def shadow_week(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _warn_week(shadow: Path, tmp_path: Path, **changes: Any) -> dict[str, Any]:
     warn = tmp_path / "warn.jsonl"
     simulate(attrs.evolve(PHASE2, phase="warn", start_day=7, **changes), warn, workers=2)
-    con = load.connect([shadow, warn])
-    analysis.prepare(con)
-    return analysis.gates(con, phase="warn")
+    return _analyse(shadow, warn, phase="warn")[1]
 
 
 def test_a_neutral_warn_week_passes_the_phase2_comparison(
@@ -414,9 +416,8 @@ def test_malformed_enforced_stops_fail_their_gate_with_prompt_ids() -> None:
                 list(attributes.values()),
             ],
         )
-    load.build_views(con)
-    analysis.prepare(con)
-    judged = analysis.gates(con)
+    engine = DuckDBEngine(con)
+    checked_all, judged = _judge(engine)
     found = {
         env: next(g for g in e["gates"] if g["gate"] == "enforced_stops_well_formed")
         for env, e in judged["environments"].items()
@@ -433,7 +434,7 @@ def test_malformed_enforced_stops_fail_their_gate_with_prompt_ids() -> None:
     assert found["public"]["examples"] == ["g-unreported########1"]
     assert found["public"]["verdict"] == "fail" and judged["may_advance"] is False
     # The invariants see only the incomplete receipt: the other defects are the gate's.
-    checked = analysis.check(con)["environments"]
+    checked = checked_all["environments"]
     violations = {
         (env, name): v["examples"]
         for env, found_in in checked.items()
@@ -465,10 +466,11 @@ def test_missing_environment_or_owner_refuses_to_conclude(
                     a for a in rl["resource"]["attributes"] if a["key"] != "enduser.pseudo.id"
                 ]
             sink.write(json.dumps(data) + "\n")
-    assert main(["rollout", "check", str(stripped), "--json"]) == 1
-    result = json.loads(capsys.readouterr().out)
-    assert result["refused"] is True
-    assert result["resource"]["without_owner"] == result["resource"]["records"] > 0
+    # Bad input, not a verdict: exit 2 (exit 1 is "may not advance"), for check and gates.
+    for command in ("check", "gates"):
+        assert main(["rollout", command, str(stripped), "--json"]) == 2
+        captured = capsys.readouterr()
+        assert captured.out == "" and "lack enduser.pseudo.id" in captured.err
 
 
 def test_a_malformed_line_is_bad_input_naming_file_and_line(
@@ -492,22 +494,18 @@ def test_a_malformed_line_is_bad_input_naming_file_and_line(
 
 def test_parquet_export_reads_back_to_the_same_check(tmp_path: Path) -> None:
     source = _small_fleet(tmp_path)
-    con = load.connect([source])
     parquet = tmp_path / "logs.parquet"
-    load.export_parquet(con, parquet)
-    analysis.prepare(con)
-    from_json = analysis.check(con)
-    again = load.connect([parquet])
-    analysis.prepare(again)
-    assert analysis.check(again) == from_json
+    load.export_parquet(load.connect([source]), parquet)
+    from_json, _ = _analyse(source)
+    assert _analyse(parquet)[0] == from_json
     assert from_json["environments"]["internal"]["supported_prompts"] > 0
 
 
 def test_the_treatment_cap_allows_hashing_chance_but_not_a_larger_assignment() -> None:
-    assert not analysis._over_cap(26, 400)  # 6.5 %: within chance for a 5 % hash threshold
-    assert analysis._over_cap(40, 400)  # 10 %
-    assert analysis._over_cap(179, 350)
-    assert not analysis._over_cap(5, 100)
+    assert not design.over_cap(26, 400)  # 6.5 %: within chance for a 5 % hash threshold
+    assert design.over_cap(40, 400)  # 10 %
+    assert design.over_cap(179, 350)
+    assert not design.over_cap(5, 100)
 
 
 def test_without_the_extra_the_command_names_it(

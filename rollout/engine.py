@@ -1,0 +1,319 @@
+"""Where the analysis runs: DuckDB (embedded, the default) or ClickHouse (in place).
+
+An :class:`Engine` answers :meth:`Engine.rows` for a DuckDB-dialect query
+over the relations of :mod:`rollout.sql`.  :class:`DuckDBEngine` materialises
+the relations as tables once; :class:`ClickHouseEngine` renders every query
+for ClickHouse (:mod:`rollout.dialect`) with the relations as its common
+table expressions, over the exporter's table, and hands the text to a thin
+"execute SQL, return rows" seam: :class:`ConnectExecutor` (``clickhouse-connect``
+against a server, the production path) or :class:`ChdbExecutor` (``chdb``,
+ClickHouse in-process, for the tests).  Nothing is created on the server.
+
+A time window, environments and service versions are filters on the source
+table, pushed into every scan on both engines (:class:`Filters`).
+"""
+
+from __future__ import annotations
+
+import abc
+import datetime
+import json
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import attrs
+import sqlglot
+from sqlglot import exp
+
+from rollout import dialect, sql
+
+Row = tuple[Any, ...]
+_TABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?")
+#: The seam: one SQL text in, its rows out (raises :class:`EngineError`).
+Execute = Callable[[str], list[Row]]
+
+
+class InputError(ValueError):
+    """The telemetry cannot be analysed; the message names the source (file and line, table)."""
+
+
+class MalformedNumbers(InputError):
+    """Some count fields are not decimal counts: (event, field, count, example) rows."""
+
+    def __init__(self, rows: list[Row]) -> None:
+        event, field, count, example = rows[0]
+        super().__init__(
+            f"{int(count)} {event} record(s) carry a {field} that is not a decimal count "
+            f"(first prompt id {example or '-'})"
+        )
+        self.rows = rows
+
+
+class EngineError(InputError):
+    """The engine cannot be reached, or rejected a query; the message says which."""
+
+
+def _literal(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+@attrs.frozen(kw_only=True)
+class Filters:
+    """Which records the analysis reads: ``[since, until)`` (UTC), environments, versions."""
+
+    since: datetime.datetime | None = None
+    until: datetime.datetime | None = None
+    environments: tuple[str, ...] = ()
+    service_versions: tuple[str, ...] = ()
+
+    def sql(self) -> str:
+        """`` AND …`` conditions on the source table (DuckDB dialect), or ``""``."""
+        parts = []
+        for bound, op in ((self.since, ">="), (self.until, "<")):
+            if bound is not None:
+                micros = int(bound.timestamp() * 1_000_000)
+                parts.append(f"Timestamp {op} make_timestamp({micros})")
+        if self.environments:
+            values = ", ".join(_literal(v) for v in self.environments)
+            parts.append(f"{sql.ENVIRONMENT} IN ({values})")
+        if self.service_versions:
+            values = ", ".join(_literal(v) for v in self.service_versions)
+            parts.append(f"{sql.SERVICE_VERSION} IN ({values})")
+        return "".join(f"\n  AND {p}" for p in parts)
+
+
+class Engine(abc.ABC):
+    """Runs the analysis's queries; every result row holds plain values (int, str, None)."""
+
+    name: str
+
+    @abc.abstractmethod
+    def rows(self, query: str) -> list[Row]:
+        """The rows of a DuckDB-dialect ``query`` over the analysis relations."""
+
+    def close(self) -> None:  # noqa: B027 - most engines hold nothing to close
+        """Release the engine's connection."""
+
+
+class DuckDBEngine(Engine):
+    """DuckDB over a filled ``logs`` table: the relations become tables once."""
+
+    name = "duckdb"
+
+    def __init__(self, con: Any, filters: Filters | None = None) -> None:
+        from rollout import queries
+
+        self.con = con
+        for relation, body in sql.RELATIONS:
+            text = body.replace("{filters}", (filters or Filters()).sql())
+            if relation == "records":
+                con.execute(f"CREATE VIEW records AS {text}")
+                # The tables below cast counts: a value that is not one is bad input.
+                bad = self.rows(queries.malformed_numbers())
+                if bad:
+                    raise MalformedNumbers(sorted(bad))
+                continue
+            # Materialised once: every query reads these, and extracting map values
+            # again for each query would dominate the run time.
+            con.execute(f"CREATE TABLE {relation} AS {text}")
+
+    def rows(self, query: str) -> list[Row]:
+        import duckdb
+
+        try:
+            return [tuple(r) for r in self.con.execute(query).fetchall()]
+        except duckdb.Error as error:
+            raise EngineError(f"DuckDB: {_first_line(error)}") from error
+
+    def close(self) -> None:
+        self.con.close()
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+class ClickHouseEngine(Engine):
+    """The same queries on ClickHouse, over the exporter's table, through ``execute``."""
+
+    name = "clickhouse"
+
+    def __init__(
+        self,
+        execute: Execute,
+        *,
+        table: str = "otel_logs",
+        filters: Filters | None = None,
+        close: Callable[[], None] | None = None,
+    ) -> None:
+        if not _TABLE.fullmatch(table):
+            raise EngineError(f"{table!r} is not a table name (NAME or DATABASE.NAME)")
+        self._execute = execute
+        self._close = close
+        self.table = table
+        self.queries = 0
+        self.result_bytes = 0
+        columns = self._columns(table)
+        missing = [
+            c for c in ("Timestamp", "ResourceAttributes", "LogAttributes") if c not in columns
+        ]
+        if missing:
+            raise EngineError(
+                f"table {table} is not the exporter's otel_logs table "
+                f"(no column {', '.join(missing)})"
+            )
+        self.has_event_name = "EventName" in columns
+        self._relations = [
+            (name, body.replace("{filters}", self._pushdown(filters or Filters(), columns)))
+            for name, body in sql.RELATIONS
+        ]
+
+    def _columns(self, table: str) -> set[str]:
+        database, _, name = table.rpartition(".")
+        where = f"table = {_literal(name)} AND database = " + (
+            _literal(database) if database else "currentDatabase()"
+        )
+        rows = self._execute(f"SELECT name FROM system.columns WHERE {where}")
+        if not rows:
+            raise EngineError(f"no table {table} on the ClickHouse server")
+        return {str(r[0]) for r in rows}
+
+    @staticmethod
+    def _pushdown(filters: Filters, columns: set[str]) -> str:
+        text = filters.sql()
+        if "TimestampTime" in columns:
+            # The exporter partitions by toDate(TimestampTime): a bound on it prunes parts.
+            for bound, op in ((filters.since, ">="), (filters.until, "<=")):
+                if bound is not None:
+                    micros = int(bound.timestamp()) * 1_000_000
+                    text += f"\n  AND TimestampTime {op} make_timestamp({micros})"
+        return text
+
+    def render(self, query: str) -> str:
+        """The ClickHouse text of ``query`` with the relations as common table expressions."""
+        tree = sqlglot.parse_one(query, read="duckdb")
+        used = {t.name for t in tree.find_all(exp.Table)}
+        needed = _closure(used, self._relations)
+        ctes = [
+            exp.CTE(this=sqlglot.parse_one(body, read="duckdb"), alias=exp.to_identifier(name))
+            for name, body in self._relations
+            if name in needed
+        ]
+        existing = tree.args.get("with_") or tree.args.get("with")
+        if ctes:
+            own = list(existing.expressions) if existing else []
+            tree.set(
+                "with_" if "with_" in tree.arg_types else "with",
+                exp.With(expressions=[*ctes, *own]),
+            )
+        return dialect.to_clickhouse(
+            tree.sql(dialect="duckdb"), table=self.table, has_event_name=self.has_event_name
+        )
+
+    def rows(self, query: str) -> list[Row]:
+        text = self.render(query)
+        self.queries += 1
+        result = self._execute(text)
+        self.result_bytes += sum(len(repr(r)) for r in result)
+        return result
+
+    def close(self) -> None:
+        if self._close is not None:
+            self._close()
+
+
+def _closure(used: set[str], relations: Sequence[tuple[str, str]]) -> set[str]:
+    """The relations ``used`` needs, with every relation they read in turn."""
+    bodies = dict(relations)
+    needed: set[str] = set()
+    pending = [name for name in used if name in bodies]
+    while pending:
+        name = pending.pop()
+        if name in needed:
+            continue
+        needed.add(name)
+        tables = {
+            t.name for t in sqlglot.parse_one(bodies[name], read="duckdb").find_all(exp.Table)
+        }
+        pending.extend(t for t in tables if t in bodies and t not in needed)
+    return needed
+
+
+# -- the seam: execute SQL, return rows -------------------------------------------------
+
+
+class ChdbExecutor:
+    """ClickHouse in-process (``chdb``): a session whose tables the tests fill."""
+
+    def __init__(self, path: str | None = None) -> None:
+        from chdb import session
+
+        self.session: Any = session.Session(path) if path else session.Session()  # type: ignore[no-untyped-call]
+
+    def __call__(self, text: str) -> list[Row]:
+        try:
+            result = self.session.query(text, "JSONCompact")
+        except Exception as error:  # chdb raises its own error types
+            raise EngineError(f"ClickHouse (chdb): {_first_line(error)}") from error
+        data = result.bytes()
+        if not data:
+            return []
+        return [tuple(r) for r in json.loads(data)["data"]]
+
+    def command(self, text: str) -> None:
+        try:
+            self.session.query(text)
+        except Exception as error:
+            raise EngineError(f"ClickHouse (chdb): {_first_line(error)}") from error
+
+    def close(self) -> None:
+        self.session.close()
+
+
+class ConnectExecutor:
+    """A ClickHouse server through ``clickhouse-connect`` (HTTP), the production path."""
+
+    def __init__(self, url: str, *, connect_timeout: float = 10.0, query_timeout: float = 600.0):
+        import clickhouse_connect
+        from clickhouse_connect.driver.exceptions import ClickHouseError
+
+        self._error = ClickHouseError
+        try:
+            self.client = clickhouse_connect.get_client(
+                dsn=url,
+                compress=False,
+                connect_timeout=connect_timeout,
+                send_receive_timeout=query_timeout,
+                autogenerate_session_id=False,
+            )
+        except ClickHouseError as error:
+            raise EngineError(
+                f"cannot reach ClickHouse at {redact(url)}: {_first_line(error)}"
+            ) from error
+        except Exception as error:  # a bad URL, DNS, TLS: all "cannot reach"
+            raise EngineError(
+                f"cannot reach ClickHouse at {redact(url)}: {_first_line(error)}"
+            ) from error
+        self.url = url
+
+    def __call__(self, text: str) -> list[Row]:
+        try:
+            return [tuple(r) for r in self.client.query(text).result_rows]
+        except self._error as error:
+            raise EngineError(f"ClickHouse at {redact(self.url)}: {_first_line(error)}") from error
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def redact(url: str) -> str:
+    """``url`` without a password (``user:***@host``)."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = f"{parts.username}:***@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))

@@ -1,0 +1,264 @@
+"""The rollout analysis on ClickHouse equals DuckDB's on the same records.
+
+The same simulated fleets (real guarded sessions) are read by DuckDB from the
+OTLP JSON files and loaded into a chdb (ClickHouse in-process) table with the
+Collector ClickHouse exporter's ``otel_logs`` schema; ``check``, ``gates`` and
+``gates --phase warn`` must give identical results (verdicts, estimates,
+intervals, example prompt ids).  The ``clickhouse-connect`` path runs against a
+127.0.0.1 HTTP server speaking ClickHouse's HTTP interface, backed by the
+same chdb session (``tests/clickhouse_http.py``).
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import rollout_records as records
+from clickhouse_http import serve
+
+from rollout import check, gates, load, otel_logs
+from rollout.engine import ChdbExecutor, ClickHouseEngine, Engine, Filters, InputError
+from rollout.simulate import FleetConfig, simulate
+from tool_failure_guard.cli import main
+
+#: Small fleets (CI budget): both arms, all three boundary kinds, loops that stop.
+ENFORCE = FleetConfig(
+    owners=24,
+    days=7,
+    prompts_per_day=2,
+    percent=50.0,
+    loop_rate=0.15,
+    unsupported_share=0.1,
+    prompt_only_share=0.25,
+    seed=31,
+)
+SHADOW = FleetConfig(owners=14, days=7, prompts_per_day=2, phase="shadow", loop_rate=0.1, seed=32)
+
+
+@pytest.fixture(scope="module")
+def chdb() -> Iterator[ChdbExecutor]:
+    executor = ChdbExecutor()
+    yield executor
+    executor.close()
+
+
+@pytest.fixture(scope="module")
+def fleets(tmp_path_factory: pytest.TempPathFactory, chdb: ChdbExecutor) -> dict[str, list[Path]]:
+    """name -> files; each also loaded into the chdb table of that name."""
+    root = tmp_path_factory.mktemp("fleets")
+    enforce, shadow, warn = root / "enforce.jsonl", root / "shadow.jsonl", root / "warn.jsonl"
+    simulate(ENFORCE, enforce, workers=1)
+    simulate(SHADOW, shadow, workers=1)
+    simulate(FleetConfig(**{**_fields(SHADOW), "phase": "warn", "start_day": 7}), warn, workers=1)
+    named = {"enforce": [enforce], "phase2": [shadow, warn]}
+    for name, paths in named.items():
+        otel_logs.fill(chdb.command, paths, root, table=name)
+    # An older exporter's table: no EventName column, the name in LogAttributes.
+    otel_logs.fill(chdb.command, [enforce], root, table="old_enforce", event_name=False)
+    return named
+
+
+def _fields(config: FleetConfig) -> dict[str, Any]:
+    import attrs
+
+    return attrs.asdict(config)
+
+
+def _run(engine: Engine, source: str, phase: str | None) -> dict[str, Any]:
+    resource = check.preflight(engine, source)
+    checked = check.check(engine, resource)
+    result = checked if phase is None else gates.gates(engine, checked, phase=phase, seed=3)
+    return {k: v for k, v in result.items() if k != "engine"}
+
+
+def _duckdb(paths: list[Path], phase: str | None, filters: Filters) -> dict[str, Any]:
+    duck = load.duckdb_engine(paths, filters)
+    try:
+        return _run(duck, "files", phase)
+    finally:
+        duck.close()
+
+
+@pytest.fixture(scope="module")
+def enforce_results(
+    chdb: ChdbExecutor, fleets: dict[str, list[Path]]
+) -> tuple[dict[str, Any], dict[str, Any], ClickHouseEngine]:
+    """The enforce fleet's gates (with check inside) on DuckDB and on ClickHouse, once."""
+    clickhouse = ClickHouseEngine(chdb, table="enforce")
+    found = _run(clickhouse, "enforce", "enforce")
+    return _duckdb(fleets["enforce"], "enforce", Filters()), found, clickhouse
+
+
+def test_check_and_gates_on_clickhouse_equal_duckdb(
+    enforce_results: tuple[dict[str, Any], dict[str, Any], ClickHouseEngine],
+) -> None:
+    expected, found, _ = enforce_results
+    assert found == expected
+    env = expected["environments"]["internal"]
+    assert "prompt-only" in env["cohorts"]
+    stops = next(g for g in env["gates"] if g["gate"] == "enforced_stops_well_formed")
+    assert stops["stops_checked"] > 0
+    assert all(g["estimate"] is not None for g in env["gates"][2:5])
+
+
+def test_an_older_exporter_table_without_event_name_gives_the_same_check(
+    chdb: ChdbExecutor, fleets: dict[str, list[Path]]
+) -> None:
+    old = ClickHouseEngine(chdb, table="old_enforce")
+    assert not old.has_event_name
+    expected = _duckdb(fleets["enforce"], None, Filters())
+    assert _run(old, "old_enforce", None) == expected
+    env = expected["environments"]["internal"]
+    # The three boundary kinds are three cohorts; the drain cohort alone is "supported".
+    assert set(env["cohorts"]) == {"drain", "prompt-only", "unsupported"}
+    assert env["supported_prompts"] == env["cohorts"]["drain"]["prompts"] > 0
+    assert env["prompt_only_prompts"] == env["cohorts"]["prompt-only"]["prompts"] > 0
+    assert env["would_stop"] > 0
+
+
+def test_phase_warn_on_clickhouse_equals_duckdb(
+    chdb: ChdbExecutor, fleets: dict[str, list[Path]]
+) -> None:
+    expected = _duckdb(fleets["phase2"], "warn", Filters())
+    assert _run(ClickHouseEngine(chdb, table="phase2"), "phase2", "warn") == expected
+    env = expected["environments"]["internal"]
+    assert env["treatment_owners"] > 10 and env["control_owners"] > 10
+    assert env["before_after"]["periods"]["warn"]["first_day"] == "2026-11-08"
+
+
+def test_filters_are_pushed_into_the_scan_on_both_engines(
+    chdb: ChdbExecutor, fleets: dict[str, list[Path]]
+) -> None:
+    since = Filters(since=datetime.datetime(2026, 11, 8, tzinfo=datetime.UTC))
+    expected = _duckdb(fleets["phase2"], None, since)
+    clickhouse = ClickHouseEngine(chdb, table="phase2", filters=since)
+    assert _run(clickhouse, "phase2", None) == expected
+    env = expected["environments"]["internal"]
+    assert env["first_day"] == "2026-11-08" and env["modes"] == ["warn"]
+    assert "TimestampTime >= fromUnixTimestamp64Micro" in clickhouse.render(
+        "SELECT count(*) FROM records"
+    )
+    public = Filters(environments=("public",))
+    for engine in (ClickHouseEngine(chdb, table="phase2", filters=public),):
+        with pytest.raises(InputError, match="no tool_failure_guard records"):
+            check.preflight(engine, "phase2")
+    with pytest.raises(InputError, match="no tool_failure_guard records"):
+        _duckdb(fleets["phase2"], None, public)
+
+
+def test_only_aggregates_leave_clickhouse(
+    enforce_results: tuple[dict[str, Any], dict[str, Any], ClickHouseEngine],
+) -> None:
+    _, _, engine = enforce_results
+    queries, sent = engine.queries, engine.result_bytes
+    records = engine.rows("SELECT count(*) FROM records")[0][0]
+    owners = engine.rows("SELECT count(DISTINCT owner) FROM prompts")[0][0]
+    # Per-owner sums and latency counts: a bound per owner, far below a row per record.
+    assert sent < 1500 * owners and sent < 20 * records, (sent, owners, records)
+    assert queries == 13  # docs/rollout.md section 2: a fixed number, whatever the size
+
+
+def test_the_clickhouse_connect_path_gives_the_same_verdicts(
+    chdb: ChdbExecutor,
+    fleets: dict[str, list[Path]],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    files = [str(p) for p in fleets["enforce"]]
+    assert main(["rollout", "gates", *files, "--json", "--seed", "3"]) == 1
+    expected = json.loads(capsys.readouterr().out)
+    with serve(chdb.session) as url:
+        report = tmp_path / "report"
+        args = ["rollout", "gates", "--clickhouse", url, "--table", "enforce", "--seed", "3"]
+        assert main([*args, "--json", "--report", str(report)]) == 1
+        found = json.loads(capsys.readouterr().out)
+        assert (report / "index.html").exists()
+        assert main(["rollout", "check", "--clickhouse", url, "--table", "enforce"]) == 0
+        assert "check: may advance" in capsys.readouterr().out
+    assert found.pop("engine") == "clickhouse" and expected.pop("engine") == "duckdb"
+    assert found == expected
+
+
+def test_refusals_are_the_same_on_both_engines(
+    chdb: ChdbExecutor, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = tmp_path / "fleet.jsonl"
+    simulate(FleetConfig(owners=3, days=1, prompts_per_day=2, phase="shadow", seed=2), source)
+    stripped = tmp_path / "stripped.jsonl"
+    lines = source.read_text(encoding="utf-8").splitlines()
+    data = json.loads(lines[0])
+    for rl in data["resourceLogs"]:
+        rl["resource"]["attributes"] = [
+            a for a in rl["resource"]["attributes"] if a["key"] != "enduser.pseudo.id"
+        ]
+    stripped.write_text("\n".join([json.dumps(data), *lines[1:]]) + "\n", encoding="utf-8")
+    otel_logs.fill(chdb.command, [stripped], tmp_path, table="stripped")
+    chdb.command("CREATE TABLE not_logs (x Int64) ENGINE = Memory")
+    with serve(chdb.session) as url:
+        cases = [
+            ([str(stripped)], "lack enduser.pseudo.id"),
+            (["--clickhouse", url, "--table", "stripped"], "lack enduser.pseudo.id"),
+            (["--clickhouse", url, "--table", "nope"], "no table nope"),
+            (["--clickhouse", url, "--table", "not_logs"], "not the exporter's otel_logs"),
+        ]
+        for command in ("check", "gates"):
+            for args, message in cases:
+                report = tmp_path / "report"
+                assert main(["rollout", command, *args, "--report", str(report)]) == 2, args
+                captured = capsys.readouterr()
+                assert message in captured.err and captured.out == ""
+                assert not report.exists()
+    # Nothing listens on the port any more: unreachable.
+    assert main(["rollout", "check", "--clickhouse", url, "--report", str(report)]) == 2
+    assert "cannot reach ClickHouse" in capsys.readouterr().err
+    assert not report.exists()
+
+
+def test_hand_built_findings_are_the_same_on_both_engines(
+    chdb: ChdbExecutor, tmp_path: Path
+) -> None:
+    """Violations, calls saved, cohorts and a mistyped count: found alike on both engines."""
+    rows: list[Any] = [
+        *records.loop("a-shadow########0", "shadow", "o1"),
+        *records.loop("b-enforce-downgraded########0", "enforce", "o2"),
+        *records.loop("c-downgraded########0", "shadow", "o3", downgrade_at=1),
+        ("call", "o1", records.call("d-path########0", 1, execution_error_type="src/app/.env")),
+        ("prompt", "o1", records.prompt("d-path########0", "shadow", 1)),
+        ("prompt", "o2", records.prompt("e-enum########0", "warn", 1, stop_reason="done")),
+        (
+            "prompt",
+            "o4",
+            records.prompt("f-po########0", "shadow", 1, input_boundary="prompt-only"),
+        ),
+        ("prompt", "o5", records.prompt("g-old########0", "shadow", 1, drain_supported="false")),
+    ]
+    staged = tmp_path / "rows.jsonl"
+    staged.write_text("".join(json.dumps(r) + "\n" for r in records.otel_rows(rows)))
+    chdb.command(otel_logs.otel_logs_ddl("hand_built"))
+    chdb.command(f"INSERT INTO hand_built FROM INFILE '{staged}' FORMAT JSONEachRow")
+    duck = records.engine(rows)
+    expected = _run(duck, "hand-built", "enforce")
+    assert _run(ClickHouseEngine(chdb, table="hand_built"), "hand_built", "enforce") == expected
+    checked = check.check(duck, check.preflight(duck, "hand-built"))["environments"]["internal"]
+    assert checked["estimated_calls_saved"] == 1
+    assert checked["invariants"]["forbidden_telemetry_field"]["examples"] == [
+        "d-path########0",
+        "e-enum########0",
+    ]
+    assert {k: c["prompts"] for k, c in checked["cohorts"].items()} == {
+        "drain": 5,
+        "prompt-only": 1,
+        "unsupported": 1,
+    }
+    # A count that is not one: bad input on ClickHouse too, naming the field.
+    bad = [("prompt", "o1", records.prompt("h-bad########0", "shadow", 1, tool_calls="many"))]
+    staged.write_text("".join(json.dumps(r) + "\n" for r in records.otel_rows(bad)))
+    chdb.command(otel_logs.otel_logs_ddl("mistyped"))
+    chdb.command(f"INSERT INTO mistyped FROM INFILE '{staged}' FORMAT JSONEachRow")
+    with pytest.raises(InputError, match="tool_calls that is not a decimal count"):
+        check.preflight(ClickHouseEngine(chdb, table="mistyped"), "mistyped")
