@@ -173,7 +173,8 @@ LEFT JOIN disconnects d ON d.session_id = o.session_id
 ALLOWED_KEYS: Final = {
     PROMPT_EVENT: (
         "prompt_id route mode stop_reason loop_type model_turns tool_calls tool_call_cap "
-        "batches input_tokens output_tokens model_latency_ms wall_time_ms drain_supported"
+        "batches input_tokens output_tokens model_latency_ms wall_time_ms drain_supported "
+        "input_boundary"
     ),
     TOOL_CALL_EVENT: (
         "prompt_id batch_ordinal call_ordinal terminal_status execution_status "

@@ -39,8 +39,10 @@ from acp.schema import (
 )
 from pydantic import ValidationError
 
+from session.declared_boundary import resolve_boundary_kind
 from session.drain import DEFAULT_DRAIN_TIMEOUT, STEERING_METHOD, MidTurnInput
 from session.envconfig import (
+    INPUT_BOUNDARY_ENV_VAR,
     MCP_TIMEOUT_ENV_VAR,
     SHELL_TIMEOUT_ENV_VAR,
     TOOL_CALL_CAP_ENV_VAR,
@@ -215,6 +217,7 @@ class GuardedAgent:
         project = Path(cwd)
         env = load_env(project)
         mode = env.guard_mode()  # resolved once, when the session is created
+        boundary_kind = resolve_boundary_kind(env.get(INPUT_BOUNDARY_ENV_VAR))
         cap = self.config.tool_call_cap or int(
             _env_setting(
                 env.get(TOOL_CALL_CAP_ENV_VAR),
@@ -251,9 +254,15 @@ class GuardedAgent:
             conn.ext_method if conn is not None else None,
             timeout=self.config.drain_timeout,
             on_queue_change=pending.changed,
+            declared=boundary_kind,
         )
         drain.restore(pending_input)
-        _log.info("session %s: guard mode %s", session_id, mode.value)
+        _log.info(
+            "session %s: guard mode %s, input boundary %s",
+            session_id,
+            mode.value,
+            boundary_kind.value,
+        )
         session = GuardedSession(
             session_id=session_id,
             client=conn,

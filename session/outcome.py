@@ -122,6 +122,7 @@ async def run_reported(session: GuardedSession, run: PromptRun, *, channel: bool
         sink = _sink(session)
         if sink is not None:
             tally = run.tally
+            supported = drain_supported(session, run)
             outcome = PromptOutcome(
                 prompt_id=run.prompt_id,
                 route="channel" if channel else ROUTE,
@@ -136,6 +137,7 @@ async def run_reported(session: GuardedSession, run: PromptRun, *, channel: bool
                 output_tokens=tally.output_tokens,
                 model_latency_s=tally.model_latency_s,
                 wall_time_s=max(0.0, session.clock() - started),
-                drain_supported=drain_supported(session, run),
+                drain_supported=supported,
+                input_boundary=session.drain.record_value(supported),
             )
             session.report("prompt_finished", lambda: sink.prompt_finished(outcome))
