@@ -4,7 +4,8 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-# Real MCP servers the tests run, at the exact versions of .mcp-servers/package-lock.json.
+# Real MCP servers and the acpx client the tests run, at the exact versions of
+# .mcp-servers/package-lock.json.
 MCP_SERVERS := .mcp-servers
 MCP_STAMP := $(MCP_SERVERS)/node_modules/.installed
 
@@ -22,7 +23,7 @@ $(STAMP): pyproject.toml
 
 $(MCP_STAMP): $(MCP_SERVERS)/package.json $(MCP_SERVERS)/package-lock.json
 	@if command -v npm >/dev/null 2>&1; then \
-	  echo "installing the MCP test servers (npm ci, pinned versions)"; \
+	  echo "installing the MCP test servers and acpx (npm ci, pinned versions)"; \
 	  npm ci --prefix $(MCP_SERVERS) --no-audit --no-fund --loglevel=error && touch $@; \
 	else \
 	  echo "warning: npm not found: tests against real MCP servers will be SKIPPED (install Node.js 20+ with npm, then run make setup)"; \
