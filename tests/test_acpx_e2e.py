@@ -1,6 +1,6 @@
 """acpx, a plain ACP client, drives the agent end to end against the local fake model.
 
-acpx 0.19.1 (pinned in ``.mcp-servers/package.json``, installed by ``make
+acpx 0.19.1 (pinned in ``.clients/package-lock.json``, installed by ``make
 setup``) runs ``tool-failure-guard agent --model openai:...`` against
 :class:`openai_server.FakeOpenAI` on 127.0.0.1.  The model keeps calling a
 failing shell command, four calls per turn.  acpx has no drain method, so:
@@ -33,7 +33,7 @@ from guard import REPEATED_TOOL_FAILURE_REMINDER, REPEATED_TOOL_FAILURE_STOP_MES
 from session.drain import DRAIN_WIRE_NAME
 
 ROOT = Path(__file__).resolve().parent.parent
-ACPX = ROOT / ".mcp-servers" / "node_modules" / ".bin" / "acpx"
+ACPX = ROOT / ".clients" / "node_modules" / ".bin" / "acpx"
 #: The policy that lets ``acpx exec`` run shell (execute), write (edit) and MCP (other) calls.
 POLICY = json.dumps({"autoApprove": ["execute", "edit", "other"]})
 FAILING_TURNS = 5
