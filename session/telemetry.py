@@ -25,6 +25,12 @@ Deployment environment and service version belong to the OpenTelemetry
 :class:`~opentelemetry.sdk.resources.Resource`, never to guard labels.  The
 providers are the sink's own (no global provider is set), so tests can read
 them through in-memory readers and exporters.
+
+This module is the OpenTelemetry sink; the rest lives beside it and is
+re-exported here, so ``from session.telemetry import X`` keeps working:
+:mod:`session.telemetry_records` (the protocols and records),
+:mod:`session.telemetry_names` (names, closed value sets, buckets, labels) and
+:mod:`session.telemetry_build` (the sink ``--telemetry`` names).
 """
 
 from __future__ import annotations
