@@ -7,6 +7,9 @@ STAMP := $(VENV)/.installed
 # Real MCP servers the tests run, at the exact versions of .mcp-servers/package-lock.json.
 MCP_SERVERS := .mcp-servers
 MCP_STAMP := $(MCP_SERVERS)/node_modules/.installed
+# Real ACP clients (acpx) the tests drive the agent with, pinned in .clients/package-lock.json.
+CLIENTS := .clients
+CLIENTS_STAMP := $(CLIENTS)/node_modules/.installed
 
 .PHONY: demo test bench render lint typecheck unit setup clean
 
@@ -28,7 +31,15 @@ $(MCP_STAMP): $(MCP_SERVERS)/package.json $(MCP_SERVERS)/package-lock.json
 	  echo "warning: npm not found: tests against real MCP servers will be SKIPPED (install Node.js 20+ with npm, then run make setup)"; \
 	fi
 
-setup: $(STAMP) $(MCP_STAMP)
+$(CLIENTS_STAMP): $(CLIENTS)/package.json $(CLIENTS)/package-lock.json
+	@if command -v npm >/dev/null 2>&1; then \
+	  echo "installing the ACP test clients (acpx; npm ci, pinned versions)"; \
+	  npm ci --prefix $(CLIENTS) --no-audit --no-fund --loglevel=error && touch $@; \
+	else \
+	  echo "warning: npm not found: tests driving the agent with acpx will be SKIPPED (install Node.js 20+ with npm, then run make setup)"; \
+	fi
+
+setup: $(STAMP) $(MCP_STAMP) $(CLIENTS_STAMP)
 
 demo: $(STAMP)
 	$(BIN)/tool-failure-guard demo
@@ -40,10 +51,10 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict statecharts guard session tool_failure_guard rollout
 
-unit: $(STAMP) $(MCP_STAMP)
+unit: $(STAMP) $(MCP_STAMP) $(CLIENTS_STAMP)
 	$(BIN)/pytest
 
-test: lint typecheck $(STAMP) $(MCP_STAMP)
+test: lint typecheck $(STAMP) $(MCP_STAMP) $(CLIENTS_STAMP)
 	$(BIN)/tool-failure-guard render --check
 	$(BIN)/pytest
 
@@ -55,4 +66,4 @@ render: $(STAMP)
 	$(BIN)/tool-failure-guard render
 
 clean:
-	rm -rf $(VENV) $(MCP_SERVERS)/node_modules .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(MCP_SERVERS)/node_modules $(CLIENTS)/node_modules .pytest_cache .mypy_cache .ruff_cache .hypothesis

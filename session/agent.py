@@ -1,27 +1,20 @@
-"""The guarded ACP agent: initialize, session/new, session/load, session/prompt, cancel.
+"""The guarded ACP agent: initialize, session/new, load, prompt, cancel and close.
 
-:func:`serve` runs a :class:`GuardedAgent` on stdio with the ACP Python SDK.
-Log to stderr only: stdout carries the protocol.
-
-``_meta`` hygiene: the SDK spreads a request's ``_meta`` keys into the
-handler's keyword arguments, so a ``_meta`` key spelled like a parameter
-(``session_id``, ``prompt``, ``self``...) would override the real parameter.
-:func:`strip_colliding_meta` removes such keys before the SDK sees them, and
-the agent only ever reads namespaced keys (``qwen.channel.prompt``).
+:func:`serve` (:mod:`session.serve`, re-exported here) runs a
+:class:`GuardedAgent` on stdio with the ACP Python SDK.  The live sessions,
+their one lock each, their history writer locks and their bound are
+:mod:`session.lifecycle`'s.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import math
-import signal
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import attrs
 from acp import PROTOCOL_VERSION
@@ -29,6 +22,7 @@ from acp.exceptions import RequestError
 from acp.helpers import update_agent_message_text
 from acp.schema import (
     AgentCapabilities,
+    CloseSessionResponse,
     Implementation,
     InitializeResponse,
     LoadSessionResponse,
@@ -36,27 +30,29 @@ from acp.schema import (
     NewSessionResponse,
     PromptCapabilities,
     PromptResponse,
+    SessionCapabilities,
+    SessionCloseCapabilities,
 )
-from pydantic import ValidationError
 
 from session.drain import DEFAULT_DRAIN_TIMEOUT, STEERING_METHOD, MidTurnInput
 from session.envconfig import (
-    MCP_TIMEOUT_ENV_VAR,
-    SHELL_TIMEOUT_ENV_VAR,
-    TOOL_CALL_CAP_ENV_VAR,
     EnvConfig,
     load_env,
 )
 from session.executor import Executor
-from session.framing import DEFAULT_MAX_FRAME_BYTES, filtered_stdio
 from session.history import HistoryError, HistoryStore, HistoryWriteError
+from session.lifecycle import CLOSE, DEFAULT_MAX_LIVE_SESSIONS, LOAD, PROMPT, LiveSessions
 from session.loop import CHANNEL_PROMPT_META_KEY, GuardedSession, SessionOptions
 from session.model import Model
 from session.pending import PendingInputLog
 from session.replay import replay_updates
+from session.serve import quiet_notifications as quiet_notifications
+from session.serve import serve as serve
+from session.serve import strip_colliding_meta as strip_colliding_meta
+from session.settings import DEFAULT_MCP_TIMEOUT as DEFAULT_MCP_TIMEOUT
+from session.settings import resolve_settings
 from session.telemetry import GuardTelemetry, NullTelemetry
-from session.tools import DEFAULT_SHELL_TIMEOUT, ToolContext, default_tools
-from tool_failure_guard.core.protections import DEFAULT_TOOL_CALL_CAP
+from session.tools import ToolContext, default_tools
 
 if TYPE_CHECKING:  # the MCP SDK is imported only when a client names servers (start-up time)
     from session.mcp import SessionMcp
@@ -66,54 +62,10 @@ _log = logging.getLogger("session.agent")
 AGENT_NAME = "tool-failure-guard"
 AGENT_VERSION = "0.1.0"
 
-#: Seconds an MCP tool call may run unless ``TOOL_FAILURE_GUARD_MCP_TIMEOUT`` says otherwise.
-DEFAULT_MCP_TIMEOUT = 60.0
-
 #: The ``_meta`` key of a ``session/load`` answer that had to skip corrupt history lines.
 HISTORY_META_KEY = "toolFailureGuardHistory"
 #: How long a disconnected agent waits for its cancelled prompts to persist and end.
 DISCONNECT_GRACE_S = 5.0
-
-#: Names the SDK would let a ``_meta`` key override (parameters of every request handler).
-RESERVED_META_KEYS = frozenset(
-    {
-        "self",
-        "session_id",
-        "prompt",
-        "cwd",
-        "mcp_servers",
-        "additional_directories",
-        "protocol_version",
-        "client_capabilities",
-        "client_info",
-        "method_id",
-        "mode_id",
-        "config_id",
-        "value",
-        "cursor",
-        "message_id",
-    }
-)
-
-MethodHandler = Callable[[str, Any, bool], Awaitable[Any]]
-
-
-def strip_colliding_meta(handler: MethodHandler) -> MethodHandler:
-    """Wrap the SDK's router: ``_meta`` keys never override request parameters."""
-
-    async def wrapped(method: str, params: Any, is_notification: bool) -> Any:
-        if isinstance(params, dict) and isinstance(params.get("_meta"), dict):
-            meta = params["_meta"]
-            colliding = sorted(key for key in meta if key in RESERVED_META_KEYS)
-            if colliding:
-                _log.warning("%s: ignoring _meta keys that name parameters: %s", method, colliding)
-                params = {
-                    **params,
-                    "_meta": {k: v for k, v in meta.items() if k not in RESERVED_META_KEYS},
-                }
-        return await handler(method, params, is_notification)
-
-    return wrapped
 
 
 @attrs.frozen(kw_only=True)
@@ -128,6 +80,8 @@ class AgentConfig:
     report_decisions: bool = False
     #: ``--max-tool-calls``; None: ``TOOL_FAILURE_GUARD_MAX_TOOL_CALLS`` or the default.
     tool_call_cap: int | None = None
+    #: Live sessions per connection; one more closes the least recently used idle one.
+    max_live_sessions: int = DEFAULT_MAX_LIVE_SESSIONS
 
 
 def _prompt_texts(prompt: list[Any]) -> list[str]:
@@ -145,36 +99,19 @@ def _prompt_texts(prompt: list[Any]) -> list[str]:
     return texts
 
 
-def _env_setting(env_value: str | None, default: float, name: str, *, integer: bool) -> float:
-    """A positive, finite number from a settings variable; anything else warns, uses default.
-
-    A typo in a deployment must never break a session.
-    """
-    if env_value is None:
-        return default
-    kind = "a whole number" if integer else "a number of seconds"
-    try:
-        value = int(env_value.strip()) if integer else float(env_value)
-    except ValueError:
-        _log.warning("%s=%r is not %s; using %g", name, env_value, kind, default)
-        return default
-    if not math.isfinite(value) or value <= 0:
-        _log.warning("%s=%r must be positive and finite; using %g", name, env_value, default)
-        return default
-    return value
-
-
 class GuardedAgent:
     """The ``acp.Agent`` implementation."""
 
     def __init__(self, config: AgentConfig) -> None:
         self.config = config
         self.store = HistoryStore(config.state_dir)
-        self.sessions: dict[str, GuardedSession] = {}
+        self.live = LiveSessions(config.state_dir, config.max_live_sessions)
+        #: The live sessions, least recently used first (``self.live`` owns the dict).
+        self.sessions: dict[str, GuardedSession] = self.live.sessions
         #: Sessions whose prompt was running when the client went away (for session_closed).
         self._interrupted: set[str] = set()
         #: The MCP servers of each session, shut down when the connection ends.
-        self.mcp: dict[str, SessionMcp] = {}
+        self.mcp: dict[str, SessionMcp] = self.live.mcp
         self.conn: Any = None
 
     def on_connect(self, conn: Any) -> None:
@@ -194,6 +131,7 @@ class GuardedAgent:
                 prompt_capabilities=PromptCapabilities(),
                 # stdio MCP servers only: exactly what session.mcp supports
                 mcp_capabilities=McpCapabilities(http=False, sse=False),
+                session_capabilities=SessionCapabilities(close=SessionCloseCapabilities()),
             ),
             agent_info=Implementation(
                 name=AGENT_NAME, title="Guarded agent", version=AGENT_VERSION
@@ -214,28 +152,10 @@ class GuardedAgent:
     ) -> GuardedSession:
         project = Path(cwd)
         env = load_env(project)
-        mode = env.guard_mode()  # resolved once, when the session is created
-        cap = self.config.tool_call_cap or int(
-            _env_setting(
-                env.get(TOOL_CALL_CAP_ENV_VAR),
-                DEFAULT_TOOL_CALL_CAP,
-                TOOL_CALL_CAP_ENV_VAR,
-                integer=True,
-            )
-        )
-        shell_timeout = _env_setting(
-            env.get(SHELL_TIMEOUT_ENV_VAR),
-            DEFAULT_SHELL_TIMEOUT,
-            SHELL_TIMEOUT_ENV_VAR,
-            integer=False,
-        )
-        context = ToolContext(cwd=project, shell_timeout=shell_timeout)
-        mcp_timeout = _env_setting(
-            env.get(MCP_TIMEOUT_ENV_VAR), DEFAULT_MCP_TIMEOUT, MCP_TIMEOUT_ENV_VAR, integer=False
-        )
-        old_mcp = self.mcp.pop(session_id, None)
-        if old_mcp is not None:  # session/load starts the servers afresh
-            await old_mcp.close()
+        settings = resolve_settings(env, tool_call_cap=self.config.tool_call_cap)
+        mode = settings.mode  # resolved once, when the session is created
+        context = ToolContext(cwd=project, shell_timeout=settings.shell_timeout)
+        await self.live.close_servers(session_id)  # session/load starts the servers afresh
         tools = default_tools()
         if mcp_servers:
             from session.mcp import connect_servers
@@ -243,7 +163,7 @@ class GuardedAgent:
 
             mcp = await connect_servers(mcp_servers, cwd=project)
             self.mcp[session_id] = mcp
-            tools.update(mcp_registry(mcp, mcp_timeout, tools))
+            tools.update(mcp_registry(mcp, settings.mcp_timeout, tools))
         conn = self.conn
         pending = PendingInputLog(self.store, session_id, pending_input)
         drain = MidTurnInput(
@@ -251,9 +171,15 @@ class GuardedAgent:
             conn.ext_method if conn is not None else None,
             timeout=self.config.drain_timeout,
             on_queue_change=pending.changed,
+            declared=settings.boundary,
         )
         drain.restore(pending_input)
-        _log.info("session %s: guard mode %s", session_id, mode.value)
+        _log.info(
+            "session %s: guard mode %s, input boundary %s",
+            session_id,
+            mode.value,
+            settings.boundary.value,
+        )
         session = GuardedSession(
             session_id=session_id,
             client=conn,
@@ -268,7 +194,7 @@ class GuardedAgent:
             mode=mode,
             drain=drain,
             options=SessionOptions(
-                tool_call_cap=cap, report_decisions=self.config.report_decisions
+                tool_call_cap=settings.tool_call_cap, report_decisions=self.config.report_decisions
             ),
             history=history,
             pending=pending,
@@ -292,6 +218,7 @@ class GuardedAgent:
         **kwargs: Any,
     ) -> NewSessionResponse:
         self._check_cwd(cwd)
+        await self.live.make_room()
         session_id = uuid.uuid4().hex
         try:
             self.store.create(session_id, cwd)
@@ -300,7 +227,12 @@ class GuardedAgent:
             raise RequestError.internal_error(
                 {"details": "the session history could not be created"}
             ) from exc
-        await self._open(session_id, cwd, [], mcp_servers)
+        self.live.claim_writer(session_id)
+        try:
+            await self._open(session_id, cwd, [], mcp_servers)
+        except BaseException:
+            await self.live.release(session_id, "clean")
+            raise
         return NewSessionResponse(session_id=session_id, field_meta=self._mcp_meta(session_id))
 
     async def load_session(
@@ -312,19 +244,27 @@ class GuardedAgent:
         **kwargs: Any,
     ) -> LoadSessionResponse:
         self._check_cwd(cwd)
-        old = self.sessions.get(session_id)
-        if old is not None and old.running:
-            raise RequestError.invalid_request({"details": "the session has a prompt running"})
-        try:
-            loaded = self.store.load_session(session_id)
-        except HistoryError as exc:
-            # HistoryError messages name the session, never the state directory's path.
-            raise RequestError.invalid_params({"sessionId": str(exc)}) from exc
-        session = await self._open(
-            session_id, cwd, loaded.messages, mcp_servers, loaded.pending_input
-        )
-        for update in replay_updates(loaded.messages):
-            await session.client.session_update(session_id, update)
+        # One lock per session: refused while its prompt runs or another load/close holds it.
+        with self.live.hold(session_id, LOAD):
+            was_live = session_id in self.sessions
+            try:
+                loaded = self.store.load_session(session_id)
+            except HistoryError as exc:
+                # HistoryError messages name the session, never the state directory's path.
+                raise RequestError.invalid_params({"sessionId": str(exc)}) from exc
+            self.live.claim_writer(session_id)  # refused if another process has it open
+            try:
+                await self.live.make_room(keep=session_id)
+                session = await self._open(
+                    session_id, cwd, loaded.messages, mcp_servers, loaded.pending_input
+                )
+            except BaseException:
+                if not was_live:
+                    await self.live.release(session_id, "clean")
+                raise
+            self.live.touch(session_id)
+            for update in replay_updates(loaded.messages):
+                await session.client.session_update(session_id, update)
         meta = self._mcp_meta(session_id) or {}
         if loaded.skipped_lines:
             meta[HISTORY_META_KEY] = {"skippedLines": list(loaded.skipped_lines)}
@@ -338,13 +278,38 @@ class GuardedAgent:
         return {"toolFailureGuard": {"mcpServers": mcp.status()}}
 
     async def close(self) -> None:
-        """Shut down every session's MCP servers (the connection ended)."""
+        """Shut down every session's MCP servers and free its writer lock (connection ended)."""
         servers = list(self.mcp.values())
         self.mcp.clear()
         started = time.monotonic()
-        await asyncio.gather(*(mcp.close() for mcp in servers))
+        try:
+            await asyncio.gather(*(mcp.close() for mcp in servers))
+        finally:
+            self.live.release_writers()
         if servers:
             _log.info("MCP servers shut down in %.2fs", time.monotonic() - started)
+
+    async def close_session(self, session_id: str, **kwargs: Any) -> CloseSessionResponse:
+        """``session/close``: end a running prompt as a cancel would, then release the session.
+
+        Its MCP servers are shut down, its writer lock freed and its close
+        reported (``disconnect`` if a prompt was running, else ``clean``); the
+        history stays on disk for a later ``session/load``.
+        """
+        session = self._session(session_id)
+        interrupted = session.running
+        if interrupted:
+            session.cancel()
+            try:
+                await asyncio.wait_for(session.wait_idle(), DISCONNECT_GRACE_S)
+            except TimeoutError:
+                raise RequestError.internal_error(
+                    {"details": f"the prompt did not end within {DISCONNECT_GRACE_S:g}s"}
+                ) from None
+            await asyncio.sleep(0)  # let the prompt's request handler release its hold
+        with self.live.hold(session_id, CLOSE):
+            await self.live.release(session_id, "disconnect" if interrupted else "clean")
+        return CloseSessionResponse()
 
     def _session(self, session_id: str) -> GuardedSession:
         session = self.sessions.get(session_id)
@@ -353,14 +318,20 @@ class GuardedAgent:
         return session
 
     async def prompt(self, session_id: str, prompt: list[Any], **kwargs: Any) -> PromptResponse:
-        session = self._session(session_id)
-        # A routing hint from a channel bridge, not a credential: only `is True` counts.
-        channel = kwargs.get(CHANNEL_PROMPT_META_KEY) is True
-        mcp = self.mcp.get(session_id)
-        if mcp is not None and not session.running:
-            for notice in mcp.take_notices():  # servers that did not start: tell the user once
-                await session.client.session_update(session_id, update_agent_message_text(notice))
-        return await session.run_prompt(_prompt_texts(prompt), channel=channel)
+        self._session(session_id)
+        # One lock per session: refused while a load, close or another prompt holds it.
+        with self.live.hold(session_id, PROMPT):
+            session = self._session(session_id)
+            self.live.touch(session_id)
+            # A routing hint from a channel bridge, not a credential: only `is True` counts.
+            channel = kwargs.get(CHANNEL_PROMPT_META_KEY) is True
+            mcp = self.mcp.get(session_id)
+            if mcp is not None and not session.running:
+                for notice in mcp.take_notices():  # servers that did not start: tell once
+                    await session.client.session_update(
+                        session_id, update_agent_message_text(notice)
+                    )
+            return await session.run_prompt(_prompt_texts(prompt), channel=channel)
 
     def close_sessions(self) -> None:
         """The client has gone: report each session closed, ``disconnect`` if mid-prompt.
@@ -420,57 +391,3 @@ class GuardedAgent:
             )
         except TimeoutError:
             _log.warning("disconnected: a prompt did not end within %gs", grace)
-
-
-def quiet_notifications(handler: MethodHandler) -> MethodHandler:
-    """Wrap the SDK's router: a notification it cannot route costs one warning line.
-
-    A notification has no answer, so the SDK logs its failures with a traceback;
-    an unknown method or unreadable params is the client's mistake, not ours.
-    """
-
-    async def wrapped(method: str, params: Any, is_notification: bool) -> Any:
-        if not is_notification:
-            return await handler(method, params, is_notification)
-        try:
-            return await handler(method, params, is_notification)
-        except RequestError as exc:
-            _log.warning("notification %r ignored: %s", method[:100], exc)
-        except ValidationError as exc:
-            count = exc.error_count()
-            _log.warning("notification %r ignored: %d invalid params", method[:100], count)
-        return None
-
-    return wrapped
-
-
-async def serve(agent: GuardedAgent, *, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
-    """Serve ``agent`` on stdin/stdout until the client disconnects.
-
-    The SDK's connection reads stdin only through :mod:`session.framing`: bad,
-    huge and stray frames are answered or dropped there and never reach it.
-    """
-    from acp.agent.connection import AgentSideConnection
-
-    reader, writer, frames = await filtered_stdio(max_frame_bytes)
-    conn = AgentSideConnection(cast(Any, agent), writer, reader, listening=False)
-    inner = conn._conn
-    inner._handler = quiet_notifications(strip_colliding_meta(inner._handler))
-    pump = asyncio.create_task(frames.pump(), name="session.framing.pump")
-    listening = asyncio.ensure_future(conn.listen())
-    loop = asyncio.get_running_loop()
-    # SIGTERM ends the connection like EOF does, so MCP servers are shut down, not orphaned.
-    with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-        loop.add_signal_handler(signal.SIGTERM, listening.cancel)
-    try:
-        with contextlib.suppress(asyncio.CancelledError):
-            await listening
-        # End of input (the client closed stdin, went away, or SIGTERM): settle, persist, exit.
-        await agent.disconnect()
-    finally:
-        agent.close_sessions()
-        pump.cancel()
-        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-            loop.remove_signal_handler(signal.SIGTERM)
-        await agent.close()
-        await conn.close()

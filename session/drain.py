@@ -50,6 +50,12 @@ Unreliable boundaries
     delivered.  :attr:`MidTurnInput.drain_supported` tells rollout analysis
     which prompts ran against such a host.
 
+A declared prompt-only boundary
+    With ``TOOL_FAILURE_GUARD_INPUT_BOUNDARY=prompt-only``
+    (:mod:`session.declared_boundary`) the host is never asked: each boundary
+    is reliable, has no queued prompt, and carries the agent-side queue alone
+    (``_session/steering`` pushes still count as external input and reset).
+
 Cancellation
     ``session/cancel`` wins over a hung drain: the wait is raced against the
     prompt's cancel event, the request stays outstanding, and its answer is
@@ -67,6 +73,7 @@ from typing import Any
 import attrs
 
 from guard import InputBoundary
+from session.declared_boundary import UNSUPPORTED, BoundaryKind
 
 _log = logging.getLogger("session.drain")
 
@@ -201,20 +208,39 @@ class MidTurnInput:
         *,
         timeout: float = DEFAULT_DRAIN_TIMEOUT,
         on_queue_change: QueueListener | None = None,
+        declared: BoundaryKind = BoundaryKind.DRAIN,
     ) -> None:
         self._session_id = session_id
+        self._declared = declared
         self._on_queue_change = on_queue_change
         self._ext_request = ext_request
         self._timeout = timeout
         self._pushed: list[str] = []
         self._timeouts = 0
-        self._pull_disabled = ext_request is None
+        # A prompt-only host is never asked: pulling is off from the start.
+        self._pull_disabled = ext_request is None or declared is BoundaryKind.PROMPT_ONLY
         self._inflight: asyncio.Future[_Reply] | None = None
         self._contract_kept = True
 
     @property
     def pull_disabled(self) -> bool:
         return self._pull_disabled
+
+    @property
+    def declared(self) -> BoundaryKind:
+        """The boundary the operator declared for this session's host."""
+        return self._declared
+
+    def record_value(self, reliable_throughout: bool) -> str:
+        """The prompt record's ``input_boundary``: the kind actually used for the prompt.
+
+        ``prompt-only`` when declared; otherwise ``drain`` when the host kept
+        the drain contract at every boundary (``reliable_throughout``) and
+        ``unsupported`` when it lacked or failed it.
+        """
+        if self._declared is BoundaryKind.PROMPT_ONLY:
+            return BoundaryKind.PROMPT_ONLY.value
+        return BoundaryKind.DRAIN.value if reliable_throughout else UNSUPPORTED
 
     @property
     def request_outstanding(self) -> bool:
@@ -327,8 +353,12 @@ class MidTurnInput:
         """One input boundary: ask the host (if it can be asked), then take the whole queue.
 
         If ``cancelled`` is set while the host is being waited for, return at
-        once with an empty, unreliable result and the queue untouched.
+        once with an empty, unreliable result and the queue untouched.  A
+        declared prompt-only host is never asked: the boundary is reliable, with
+        no queued prompt, and carries the agent-side queue alone.
         """
+        if self._declared is BoundaryKind.PROMPT_ONLY:
+            return DrainResult(tuple(self.take_pushed()), False, True)
         reply: _Reply = None
         if not self._pull_disabled and self._ext_request is not None:
             if self._inflight is None or self._inflight.done():

@@ -42,12 +42,14 @@ TOOL_CALL_CAP_ENV_VAR = "TOOL_FAILURE_GUARD_MAX_TOOL_CALLS"
 SHELL_TIMEOUT_ENV_VAR = "TOOL_FAILURE_GUARD_SHELL_TIMEOUT"
 #: Seconds an MCP tool call may run.
 MCP_TIMEOUT_ENV_VAR = "TOOL_FAILURE_GUARD_MCP_TIMEOUT"
+#: The host's input boundary as the operator declares it (``drain`` or ``prompt-only``).
+INPUT_BOUNDARY_ENV_VAR = "TOOL_FAILURE_GUARD_INPUT_BOUNDARY"
 
 #: Operator limits: never from a project-controlled source or a settings ``env`` map.
 #: Every later operator-only setting (model limits...) is added here.
 OPERATOR_ONLY_VARIABLES = frozenset(
     {GUARD_MODE_ENV_VAR, TOOL_CALL_CAP_ENV_VAR, SHELL_TIMEOUT_ENV_VAR, MCP_TIMEOUT_ENV_VAR}
-)
+) | {INPUT_BOUNDARY_ENV_VAR}
 
 _LINE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*?)\s*$")
 

@@ -166,6 +166,7 @@ async def run_reported(
         sink = _sink(session)
         if sink is not None:
             tally = run.tally
+            supported = drain_supported(session, run)
             outcome = PromptOutcome(
                 prompt_id=run.prompt_id,
                 route="channel" if channel else ROUTE,
@@ -180,6 +181,7 @@ async def run_reported(
                 output_tokens=tally.output_tokens,
                 model_latency_s=tally.model_latency_s,
                 wall_time_s=max(0.0, session.clock() - started),
-                drain_supported=drain_supported(session, run),
+                drain_supported=supported,
+                input_boundary=session.drain.record_value(supported),
             )
             session.report("prompt_finished", lambda: sink.prompt_finished(outcome))

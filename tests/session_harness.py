@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from guard import GuardMode
+from session.declared_boundary import BoundaryKind
 from session.drain import MidTurnInput
 from session.executor import Executor
 from session.history import HistoryStore
@@ -27,11 +28,13 @@ def in_process_session(
     drain_supported: bool = True,
     drain_timeout: float | None = None,
     options: SessionOptions | None = None,
+    boundary: BoundaryKind = BoundaryKind.DRAIN,
 ) -> GuardedSession:
     """Create session ``s1`` in ``store`` with ``project`` as its cwd, talking to ``client``.
 
     Without ``drain_supported`` the session has no drain method to call (a host
-    without ``_craft/drainMidTurnQueue``).
+    without ``_craft/drainMidTurnQueue``).  ``boundary`` is the operator's
+    declared input boundary (``TOOL_FAILURE_GUARD_INPUT_BOUNDARY``).
     """
     store.create(SESSION_ID, str(project))
     timeout = {} if drain_timeout is None else {"timeout": drain_timeout}
@@ -45,6 +48,11 @@ def in_process_session(
         store=store,
         telemetry=telemetry or NullTelemetry(),
         mode=mode,
-        drain=MidTurnInput(SESSION_ID, client.ext_method if drain_supported else None, **timeout),
+        drain=MidTurnInput(
+            SESSION_ID,
+            client.ext_method if drain_supported else None,
+            declared=boundary,
+            **timeout,
+        ),
         options=options or SessionOptions(),
     )

@@ -289,6 +289,7 @@ def outcome_records(sink: Any, s: Sentinels) -> None:
                 model_latency_s=0.5,
                 wall_time_s=1.25,
                 drain_supported=True,
+                input_boundary="drain",
             )
         )
     sink.session_closed(session_id=s.prompt("session"), reason=s.unknown_status, prompts=4)
