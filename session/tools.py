@@ -27,10 +27,10 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 import attrs
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import ValidationError, best_match
-from jsonschema.protocols import Validator
-from jsonschema.validators import validator_for
+
+from session.schema_check import InvalidToolParams as InvalidToolParams  # re-exported
+from session.schema_check import check_arguments as check_arguments
+from session.schema_check import schema_validator as schema_validator
 
 ToolKind = Literal["read", "edit", "delete", "move", "search", "execute", "think", "fetch", "other"]
 
@@ -46,10 +46,6 @@ class ToolError(Exception):
     def __init__(self, error_type: str, message: str) -> None:
         super().__init__(message)
         self.error_type = error_type
-
-
-class InvalidToolParams(Exception):
-    """The model's arguments do not fit the tool's schema; nothing was executed."""
 
 
 class ToolNotStarted(Exception):
@@ -109,71 +105,6 @@ class Tool(Protocol):
     async def run(self, args: Mapping[str, Any], context: ToolContext) -> bytes:
         """Execute; return raw output bytes or raise (ideally :class:`ToolError`)."""
         ...
-
-
-def schema_validator(schema: Mapping[str, Any]) -> Validator:
-    """A validator for one tool's schema (its ``$schema`` draft, else 2020-12).
-
-    A malformed schema raises :class:`jsonschema.exceptions.SchemaError` here:
-    built-in schemas are checked by the tests, MCP schemas when registered.
-    """
-    cls = validator_for(schema, default=Draft202012Validator)
-    cls.check_schema(dict(schema))
-    validator: Validator = cls(schema)
-    return validator
-
-
-def _describe(error: ValidationError) -> str:
-    """One violation, naming the argument and never echoing its (possibly huge) value."""
-    instance: Any = error.instance
-    schema: Any = error.schema
-    expected: Any = error.validator_value
-    where = ".".join(str(p) for p in error.absolute_path)
-    subject = f"argument {where!r}" if where else "the arguments"
-    if error.validator == "type":
-        names = " or ".join(expected) if isinstance(expected, list) else str(expected)
-        return f"{subject} must be a {names}, got {_json_type(instance)}"
-    if error.validator == "required":
-        missing = [name for name in expected if name not in instance]
-        return f"missing required argument {missing[0]!r}" if missing else error.message
-    if error.validator == "additionalProperties":
-        allowed = set(schema.get("properties", {}))
-        extra = sorted(set(instance) - allowed)
-        return f"unexpected argument(s) {', '.join(map(repr, extra))}"
-    if error.validator == "minLength" and expected == 1:
-        return f"{subject} must not be empty"
-    if error.validator in ("exclusiveMinimum", "minimum"):
-        return f"{subject} must be a number above {expected}"
-    if error.validator == "enum":
-        return f"{subject} must be one of {', '.join(map(repr, expected))}"
-    return f"{subject} does not fit the tool's schema ({error.validator})"
-
-
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return type(value).__name__
-
-
-def check_arguments(validator: Validator, args: Any) -> dict[str, Any]:
-    """Check ``args`` against a tool's schema or raise :class:`InvalidToolParams`."""
-    if not isinstance(args, Mapping):
-        raise InvalidToolParams(f"the arguments must be a JSON object, got {_json_type(args)}")
-    data = dict(args)
-    error = best_match(validator.iter_errors(data))
-    if error is not None:
-        raise InvalidToolParams(_describe(error))
-    return data
 
 
 def _object_schema(properties: dict[str, Any], required: tuple[str, ...] = ()) -> Mapping[str, Any]:
@@ -332,7 +263,10 @@ class RunShellCommand:
     def validate(self, args: Mapping[str, Any]) -> Mapping[str, Any]:
         checked: dict[str, Any] = {"command": args["command"]}
         if "timeout" in args:
-            timeout = float(args["timeout"])
+            try:
+                timeout = float(args["timeout"])
+            except OverflowError:  # an integer past a float's range
+                timeout = math.inf
             if not math.isfinite(timeout):  # NaN passes exclusiveMinimum; JSON allows it here
                 raise InvalidToolParams("argument 'timeout' must be a finite number of seconds")
             checked["timeout"] = timeout
