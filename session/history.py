@@ -628,3 +628,26 @@ def answered_call_ids(messages: list[Message]) -> set[str]:
         for part in message.parts
         if part.kind == "function_response"
     }
+
+
+def function_calls(
+    messages: Sequence[Message],
+) -> tuple[list[tuple[str, str, Mapping[str, Any]]], list[tuple[str, str, Mapping[str, Any]]]]:
+    """The function calls of ``messages`` as (id, name, arguments): answered ones, open ones.
+
+    A call is answered when the ``tool_results`` message after its model
+    message holds a response with its id; the last model message's calls are
+    open while no ``tool_results`` message follows it.
+    """
+    answered: list[tuple[str, str, Mapping[str, Any]]] = []
+    waiting: list[tuple[str, str, Mapping[str, Any]]] = []
+    for message in messages:
+        if message.kind == "model":
+            waiting = [
+                (p.call_id, p.name, p.args) for p in message.parts if p.kind == "function_call"
+            ]
+        elif message.kind == "tool_results" and waiting:
+            ids = {p.call_id for p in message.parts if p.kind == "function_response"}
+            answered.extend(call for call in waiting if call[0] in ids)
+            waiting = []
+    return answered, waiting

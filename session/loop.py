@@ -56,14 +56,14 @@ from session.history import (
     Message,
     Part,
     SettledCall,
-    answered_call_ids,
     assemble,
+    function_calls,
     open_calls,
 )
 from session.model import Model, TodoItem
 from session.pending import PendingInputLog
 from session.prompt import PromptRun
-from session.protections import CallIdDeduplicator
+from session.protections import CallIdDeduplicator, call_fingerprint
 from session.telemetry import GuardTelemetry, OutcomeTelemetry
 from session.tools import Tool
 
@@ -130,7 +130,11 @@ class GuardedSession:
         self.drain = drain
         self.options = options
         self.history: list[Message] = list(history)
-        self.dedup = CallIdDeduplicator(answered_call_ids(self.history))
+        answered, still_open = function_calls(self.history)
+        self.dedup = CallIdDeduplicator(
+            [(i, call_fingerprint(name, args)) for i, name, args in answered],
+            open_calls=[(i, call_fingerprint(name, args)) for i, name, args in still_open],
+        )
         self.todos: tuple[TodoItem, ...] = ()
         self.executor = executor_factory(self)
         self.pending = pending
