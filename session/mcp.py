@@ -22,7 +22,8 @@ Failure model:
   the built-in tools work as usual;
 * a server whose process exits or whose connection drops is **unavailable**
   from then on (told by the transport's state: a live server answering
-  JSON-RPC ``-32000``, the generic server error, is a protocol error and stays up): the call in flight and every later call to it fail at once with
+  JSON-RPC ``-32000``, the generic server error, is a protocol error and stays
+  up): the call in flight and every later call to it fail at once with
   ``mcp_server_unavailable``.  Restart policy: no automatic restart within a
   session (a crash-looping server would otherwise be hidden from the guard);
   ``session/load`` of the session starts every server it names afresh;
