@@ -31,6 +31,8 @@ from typing import Any, Literal
 
 import attrs
 
+from session.private_files import append_binary, append_text, private_directory
+
 #: Environment variable naming the state directory (``--state-dir`` wins).
 STATE_DIR_ENV_VAR = "TOOL_FAILURE_GUARD_STATE_DIR"
 FORMAT_VERSION = 2
@@ -331,7 +333,8 @@ class HistoryStore:
     def create(self, session_id: str, cwd: str) -> None:
         path = self.path(session_id)
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            private_directory(self.state_dir)
+            private_directory(path.parent)
         except OSError as exc:
             raise HistoryWriteError(
                 f"cannot create the sessions directory: {exc.strerror or exc}"
@@ -363,7 +366,7 @@ class HistoryStore:
             json.dumps(data, ensure_ascii=False, separators=(",", ":")) + "\n" for data in records
         )
         try:
-            with path.open("a+b") as handle:
+            with append_binary(path) as handle:
                 if handle.tell() > 0:
                     handle.seek(-1, os.SEEK_END)
                     if handle.read(1) != b"\n":
@@ -464,7 +467,7 @@ class HistoryStore:
             return
         data = "".join(json.dumps(entry, ensure_ascii=False) + "\n" for entry in fresh)
         try:
-            with sidecar.open("a", encoding="utf-8") as handle:
+            with append_text(sidecar) as handle:
                 handle.write(data)
                 handle.flush()
                 os.fsync(handle.fileno())
