@@ -16,13 +16,15 @@ import logging
 import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import attrs
 import pytest
-from e2e_helpers import run
+from acp import text_block
+from e2e_helpers import Box, run
 from mcp_servers import edge_server
 
+from session.client import RecordingClient, spawn_guarded_agent
 from session.executor import CallOutcome, Executor, FunctionCall, PermissionAnswer
 from session.mcp import connect_servers
 from session.mcp_tools import mcp_registry
@@ -71,7 +73,7 @@ def test_a_schema_that_recurses_or_resolves_nowhere_is_an_object_with_one_warnin
 
 
 class _Counting(http.server.BaseHTTPRequestHandler):
-    hits: list[str] = []
+    hits: ClassVar[list[str]] = []
 
     def do_GET(self) -> None:
         self.hits.append(self.path)
@@ -88,7 +90,7 @@ class _Counting(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture
 def schema_host() -> Iterator[tuple[str, list[str]]]:
-    hits: list[str] = []
+    hits: ClassVar[list[str]] = []
     handler = type("Handler", (_Counting,), {"hits": hits})
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
@@ -163,3 +165,35 @@ def test_a_server_answering_the_generic_server_error_stays_available(tmp_path: P
         ("error", "error", "mcp_protocol_error"),
     ]
     assert "-32000" in outcomes[0].output and "busy, try again" in outcomes[0].output
+
+
+def test_over_stdio_a_call_whose_check_fails_settles_and_the_guard_decides(
+    tmp_path: Path,
+) -> None:
+    """The agent over ACP stdio: every such call is failed for the client, none pending."""
+    box = Box(tmp_path)
+    shell = {"tool": "run_shell_command", "args": {"command": "true", "timeout": 10**400}}
+    scenario = box.scenario({"turns": [{"calls": [shell], "repeat": 10}], "final_text": "x"})
+    client = RecordingClient()
+
+    async def go() -> tuple[Any, str]:
+        async with spawn_guarded_agent(
+            client,
+            mode="enforce",
+            state_dir=box.state,
+            home=box.home,
+            scenario=scenario,
+            extra_args=["--report-decisions"],
+        ) as conn:
+            session = await conn.new_session(cwd=str(box.project), mcp_servers=[])
+            response = await conn.prompt(session_id=session.session_id, prompt=[text_block("go")])
+            return response, session.session_id
+
+    response, session_id = run(go())
+    assert response.field_meta["loopType"] == "invalid_tool_params_stagnation"
+    statuses = client.final_statuses()
+    assert len(statuses) == 3 and set(statuses.values()) == {"failed"}
+    responses = [
+        p for m in box.history(session_id) for p in m.parts if p.kind == "function_response"
+    ]
+    assert [p.error_type for p in responses] == ["invalid_tool_params"] * 3
