@@ -14,7 +14,10 @@ Tools:
 * ``broken`` -- answers JSON-RPC ``-32603`` (internal error);
 * ``ok`` -- returns ``{"text": "fine"}`` as structured content only;
 * ``sleepy`` -- sleeps ``seconds`` and records, in the file named by
-  ``EDGE_SERVER_LOG``, that a ``notifications/cancelled`` interrupted it;
+  ``EDGE_SERVER_LOG``, that a ``notifications/cancelled`` interrupted it.
+
+With ``EDGE_SERVER_ODD_TOOLS`` set, also:
+
 * ``busy`` -- answers JSON-RPC ``-32000`` (the generic server-error code, the
   same number the client SDK uses for "connection closed") and stays up;
 * ``selfref`` -- declares ``{"$ref": "#"}`` (checking it recurses forever);
@@ -52,10 +55,11 @@ async def list_tools(
         _tool("broken", {}),
         _tool("ok", {}),
         _tool("sleepy", {"properties": {"seconds": {"type": "number"}}}),
-        _tool("busy", {}),
-        _tool("selfref", {"$ref": "#"}),
-        _tool("unresolvable", {"properties": {"x": {"$ref": "#/$defs/missing"}}}),
     ]
+    if os.environ.get("EDGE_SERVER_ODD_TOOLS"):
+        tools.append(_tool("busy", {}))
+        tools.append(_tool("selfref", {"$ref": "#"}))
+        tools.append(_tool("unresolvable", {"properties": {"x": {"$ref": "#/$defs/missing"}}}))
     remote = os.environ.get("EDGE_SERVER_REMOTE_REF")
     if remote:
         tools.append(_tool("remote", {"properties": {"x": {"$ref": remote}}}))

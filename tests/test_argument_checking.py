@@ -42,7 +42,9 @@ def axes(outcome: CallOutcome) -> tuple[str, str, str | None]:
 async def _calls(
     tmp_path: Path, calls: list[tuple[str, dict[str, Any]]], **env: str
 ) -> tuple[dict[str, Tool], list[CallOutcome]]:
-    mcp = await connect_servers([edge_server("edge", **env)], cwd=tmp_path)
+    mcp = await connect_servers(
+        [edge_server("edge", EDGE_SERVER_ODD_TOOLS="1", **env)], cwd=tmp_path
+    )
     assert mcp.problems == []
     try:
         registry = mcp_registry(mcp, 10.0, {})
