@@ -132,8 +132,8 @@ def run(args: argparse.Namespace) -> int:
     from session.envconfig import EnvConfig
     from session.framing import DEFAULT_MAX_FRAME_BYTES, MIN_MAX_FRAME_BYTES
     from session.history import default_state_dir
-    from session.redact import install_redaction
     from session.model import Model, ScenarioError, ScriptedModel, load_scenario
+    from session.redact import install_redaction
     from session.telemetry import build_telemetry
 
     logging.basicConfig(
