@@ -12,6 +12,7 @@ it returns, so the guard lives exactly as long as the prompt.
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -43,6 +44,9 @@ TODO_CONTINUATION_MESSAGE = (
     "System: your todo list still has open items. Continue with the next open item, "
     "or mark the items completed if they are done."
 )
+
+
+_log = logging.getLogger("session.prompt")
 
 
 @attrs.frozen(kw_only=True)
@@ -178,6 +182,10 @@ class PromptRun:
                 return self.end("cancelled")
             self.tally.turn(turn)
             admission = self.protections.admit(turn.calls)
+            for call_id in sorted(admission.reused_ids):
+                _log.info(
+                    "call id %r was answered before for another call: a new call", call_id[:80]
+                )
             await self._record_turn(turn, admission, "".join(shown))
             if not admission.calls:
                 if self.todo_guard.should_continue(s.todos):

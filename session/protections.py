@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import uuid
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -35,8 +34,6 @@ from typing import Any
 import attrs
 
 from session.executor import CallOutcome, FunctionCall
-
-_log = logging.getLogger("session.protections")
 
 LOOP_PROVIDER_DUPLICATE = "global_tool_call_duplicate"
 LOOP_INVALID_TOOL_PARAMS = "invalid_tool_params_stagnation"
@@ -68,6 +65,8 @@ class Admission:
     calls: tuple[FunctionCall, ...]  #: de-duplicated calls (provider duplicates included)
     provider_duplicates: frozenset[str]  #: ids among ``calls`` already answered in history
     dropped: int  #: same-batch duplicates removed
+    #: ids among ``calls`` answered before for *another* call: new calls (the host logs them)
+    reused_ids: frozenset[str] = frozenset()
 
     @property
     def executable(self) -> tuple[FunctionCall, ...]:
@@ -95,7 +94,8 @@ class CallIdDeduplicator:
     A replay is the same call sent again: an id already answered *with the same
     tool name and arguments*.  Some providers number their call ids per message
     (``call_0`` in every turn): an answered id arriving with a different name or
-    arguments is a new call, executed (and logged), never a replay.  So each
+    arguments is a new call, executed (``Admission.reused_ids``: the host logs it),
+    never a replay.  So each
     answered id keeps the fingerprints (:func:`call_fingerprint`) of the calls
     it answered; an id whose call is unknown (given without one) answers every
     call with that id.
@@ -143,6 +143,7 @@ class CallIdDeduplicator:
         seen: set[str] = set()
         admitted: list[FunctionCall] = []
         duplicates: set[str] = set()
+        reused: set[str] = set()
         dropped = 0
         for call in calls:
             if not call.call_id:
@@ -156,13 +157,9 @@ class CallIdDeduplicator:
                 duplicates.add(call.call_id)
                 continue
             if call.call_id in self._answered:
-                _log.info(
-                    "call id %r was answered before for another call; %r is a new call",
-                    call.call_id[:80],
-                    call.name[:80],
-                )
+                reused.add(call.call_id)
             self._open[call.call_id] = call_fingerprint(call.name, call.args)
-        return Admission(tuple(admitted), frozenset(duplicates), dropped)
+        return Admission(tuple(admitted), frozenset(duplicates), dropped, frozenset(reused))
 
 
 class ProviderReplayCounter:
