@@ -4,21 +4,37 @@ The agent reads settings from, in order of precedence (the first source that
 sets a variable wins, like dotenv):
 
 1. the exported process environment;
-2. ``<project>/.qwen/.env``, then ``<project>/.env`` (project-controlled);
-3. ``~/.qwen/.env``, then ``~/.env`` (home-level);
-4. the ``env`` map of ``<project>/.qwen/settings.json`` (project-controlled) and of
-   ``~/.qwen/settings.json`` (a settings file: refused for the guard at any scope).
+2. ``~/.qwen/.env``, then ``~/.env`` (user-level);
+3. the ``env`` map of ``~/.qwen/settings.json`` (user-level; refused for
+   operator-only variables, like every settings ``env`` map);
+4. ``<project>/.qwen/.env``, then ``<project>/.env``, then the ``env`` map of
+   ``<project>/.qwen/settings.json`` (project-controlled).
 
-Deployment policy cannot be raised by the project.  The variables in
-:data:`OPERATOR_ONLY_VARIABLES` -- the guard mode
-(``QWEN_CODE_ACP_REPEATED_TOOL_FAILURE_GUARD``), the per-prompt tool-call cap
-and the shell timeout -- are operator limits: they are honoured only from the
+A user-level source outranks a project source for every variable: a cloned
+project cannot override what the user set.
+
+Deployment policy and the user's credentials cannot be set by the project.
+The variables :func:`operator_only` accepts are honoured only from the
 exported process environment and the home-level env files, and refused --
-with a warning naming the variable and the source -- from every
-project-controlled source and every settings ``env`` map.  A project ``.env``
-saying ``enforce`` therefore leaves the mode at the default ``shadow``, and
-one saying ``TOOL_FAILURE_GUARD_MAX_TOOL_CALLS=1000000`` leaves the cap at 100.
-A later operator limit joins by being added to that one set.
+with one warning naming the variable and the file -- from every
+project-controlled source and every settings ``env`` map:
+
+* operator limits (:data:`OPERATOR_ONLY_VARIABLES`): the guard mode
+  (``QWEN_CODE_ACP_REPEATED_TOOL_FAILURE_GUARD``), the per-prompt tool-call
+  cap, the shell and MCP timeouts.  A project ``.env`` saying ``enforce``
+  therefore leaves the mode at the default ``shadow``, and one saying
+  ``TOOL_FAILURE_GUARD_MAX_TOOL_CALLS=1000000`` leaves the cap at 100;
+* model endpoints and credentials: ``OPENAI_BASE_URL`` and ``OPENAI_API_KEY``
+  (:data:`CREDENTIAL_VARIABLES`) and, so that a later provider is covered
+  without a change here, every variable whose name ends like a provider's
+  URL, key, token or header setting (:data:`CREDENTIAL_SUFFIXES`:
+  ``ANTHROPIC_BASE_URL``, ``GEMINI_API_KEY``, ``OPENAI_CUSTOM_HEADERS``...).
+  A project ``.env`` pointing ``OPENAI_BASE_URL`` at its own server would
+  otherwise receive the user's key and the conversation.
+
+A later operator limit joins by being added to :data:`OPERATOR_ONLY_VARIABLES`.
+Credentials embedded in a URL (``http://user:secret@host``) are shown only as
+:func:`session.redact.redact_url` gives them, in every error and log line.
 """
 
 from __future__ import annotations
@@ -50,6 +66,32 @@ INPUT_BOUNDARY_ENV_VAR = "TOOL_FAILURE_GUARD_INPUT_BOUNDARY"
 OPERATOR_ONLY_VARIABLES = frozenset(
     {GUARD_MODE_ENV_VAR, TOOL_CALL_CAP_ENV_VAR, SHELL_TIMEOUT_ENV_VAR, MCP_TIMEOUT_ENV_VAR}
 ) | {INPUT_BOUNDARY_ENV_VAR}
+#: The model endpoint and key the agent uses today.
+CREDENTIAL_VARIABLES = frozenset({"OPENAI_BASE_URL", "OPENAI_API_KEY"})
+#: Name endings of a provider's endpoint, key, token or header settings (any provider).
+CREDENTIAL_SUFFIXES = (
+    "_BASE_URL",
+    "_API_BASE",
+    "_API_URL",
+    "_ENDPOINT",
+    "_API_KEY",
+    "_KEY",
+    "_TOKEN",
+    "_SECRET",
+    "_HEADERS",
+    "_HEADER",
+)
+
+
+def operator_only(name: str) -> bool:
+    """Whether ``name`` may be set only by the operator (never by a project source)."""
+    upper = name.upper()
+    return (
+        name in OPERATOR_ONLY_VARIABLES
+        or upper in CREDENTIAL_VARIABLES
+        or upper.endswith(CREDENTIAL_SUFFIXES)
+    )
+
 
 _LINE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*?)\s*$")
 
@@ -130,12 +172,12 @@ def _read_env_file(path: Path) -> dict[str, str]:
 def env_sources(project: Path, home: Path) -> list[EnvSource]:
     """The file sources, in precedence order, after the process environment."""
     return [
-        EnvSource("project .qwen/.env", project / ".qwen" / ".env", False),
-        EnvSource("project .env", project / ".env", False),
         EnvSource("home .qwen/.env", home / ".qwen" / ".env", True),
         EnvSource("home .env", home / ".env", True),
-        EnvSource("project settings env", project / ".qwen" / "settings.json", False),
         EnvSource("user settings env", home / ".qwen" / "settings.json", False),
+        EnvSource("project .qwen/.env", project / ".qwen" / ".env", False),
+        EnvSource("project .env", project / ".env", False),
+        EnvSource("project settings env", project / ".qwen" / "settings.json", False),
     ]
 
 
@@ -158,14 +200,19 @@ def load_env(
         else:
             found = _read_env_file(source.path)
         for key, value in found.items():
-            if key in OPERATOR_ONLY_VARIABLES and not source.operator_trusted:
+            if operator_only(key) and not source.operator_trusted:
                 refusal = Refusal(key, f"{source.name} ({source.path})")
                 refused.append(refusal)
+                what = (
+                    "deployment policy (an operator limit)"
+                    if key in OPERATOR_ONLY_VARIABLES
+                    else "a model endpoint or credential"
+                )
                 _log.warning(
-                    "%s: %s is deployment policy (an operator limit) and may not be set by "
-                    "this source; ignored",
+                    "%s: %s is %s and may not be set by this source; ignored",
                     refusal.source,
                     key,
+                    what,
                 )
                 continue
             if key not in values:

@@ -8,6 +8,7 @@ path                                    terminal    execution   execution error 
 ======================================  ==========  ==========  =======================
 unregistered tool                       error       not_started tool_not_registered
 argument validation failure             error       not_started invalid_tool_params
+argument checking raises (any error)    error       not_started invalid_tool_params
 permission refused / cancelled          cancelled   not_started (none)
 permission request failed               error       not_started permission_request_failed
 ``session/cancel`` before execution     cancelled   not_started (none)
@@ -160,6 +161,15 @@ class Executor:
             args = self.check(tool, call)
         except InvalidToolParams as exc:
             return _not_started(call, tool.name, tool.tool_type, "invalid_tool_params", str(exc))
+        except Exception as exc:  # any failure while checking is a verdict, never a crash
+            _log.warning("checking the arguments of %s failed: %s", tool.name, type(exc).__name__)
+            return _not_started(
+                call,
+                tool.name,
+                tool.tool_type,
+                "invalid_tool_params",
+                f"the arguments could not be checked ({type(exc).__name__})",
+            )
 
         if cancelled.is_set():
             return _cancelled(call, tool, "not_started", "cancelled before execution")

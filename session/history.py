@@ -31,6 +31,8 @@ from typing import Any, Literal
 
 import attrs
 
+from session.private_files import append_binary, append_text, private_directory
+
 #: Environment variable naming the state directory (``--state-dir`` wins).
 STATE_DIR_ENV_VAR = "TOOL_FAILURE_GUARD_STATE_DIR"
 FORMAT_VERSION = 2
@@ -331,7 +333,8 @@ class HistoryStore:
     def create(self, session_id: str, cwd: str) -> None:
         path = self.path(session_id)
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            private_directory(self.state_dir)
+            private_directory(path.parent)
         except OSError as exc:
             raise HistoryWriteError(
                 f"cannot create the sessions directory: {exc.strerror or exc}"
@@ -363,7 +366,7 @@ class HistoryStore:
             json.dumps(data, ensure_ascii=False, separators=(",", ":")) + "\n" for data in records
         )
         try:
-            with path.open("a+b") as handle:
+            with append_binary(path) as handle:
                 if handle.tell() > 0:
                     handle.seek(-1, os.SEEK_END)
                     if handle.read(1) != b"\n":
@@ -464,7 +467,7 @@ class HistoryStore:
             return
         data = "".join(json.dumps(entry, ensure_ascii=False) + "\n" for entry in fresh)
         try:
-            with sidecar.open("a", encoding="utf-8") as handle:
+            with append_text(sidecar) as handle:
                 handle.write(data)
                 handle.flush()
                 os.fsync(handle.fileno())
@@ -628,3 +631,26 @@ def answered_call_ids(messages: list[Message]) -> set[str]:
         for part in message.parts
         if part.kind == "function_response"
     }
+
+
+def function_calls(
+    messages: Sequence[Message],
+) -> tuple[list[tuple[str, str, Mapping[str, Any]]], list[tuple[str, str, Mapping[str, Any]]]]:
+    """The function calls of ``messages`` as (id, name, arguments): answered ones, open ones.
+
+    A call is answered when the ``tool_results`` message after its model
+    message holds a response with its id; the last model message's calls are
+    open while no ``tool_results`` message follows it.
+    """
+    answered: list[tuple[str, str, Mapping[str, Any]]] = []
+    waiting: list[tuple[str, str, Mapping[str, Any]]] = []
+    for message in messages:
+        if message.kind == "model":
+            waiting = [
+                (p.call_id, p.name, p.args) for p in message.parts if p.kind == "function_call"
+            ]
+        elif message.kind == "tool_results" and waiting:
+            ids = {p.call_id for p in message.parts if p.kind == "function_response"}
+            answered.extend(call for call in waiting if call[0] in ids)
+            waiting = []
+    return answered, waiting

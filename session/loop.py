@@ -57,8 +57,8 @@ from session.history import (
     Message,
     Part,
     SettledCall,
-    answered_call_ids,
     assemble,
+    function_calls,
     open_calls,
 )
 from session.model import Model, TodoItem
@@ -66,7 +66,7 @@ from session.pending import PendingInputLog
 from session.prompt import PromptRun
 from session.telemetry import GuardTelemetry, OutcomeTelemetry
 from session.tools import Tool
-from tool_failure_guard.core.protections import CallIdDeduplicator
+from tool_failure_guard.core.protections import CallIdDeduplicator, call_fingerprint
 
 _log = logging.getLogger("session.loop")
 
@@ -131,7 +131,11 @@ class GuardedSession:
         self.drain = drain
         self.options = options
         self.history: list[Message] = list(history)
-        self.dedup = CallIdDeduplicator(answered_call_ids(self.history))
+        answered, still_open = function_calls(self.history)
+        self.dedup = CallIdDeduplicator(
+            [(i, call_fingerprint(name, args)) for i, name, args in answered],
+            open_calls=[(i, call_fingerprint(name, args)) for i, name, args in still_open],
+        )
         self.todos: tuple[TodoItem, ...] = ()
         self.executor = executor_factory(self)
         self.pending = pending

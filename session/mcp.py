@@ -21,7 +21,9 @@ Failure model:
   problem goes to the client (see :class:`SessionMcp`), the other servers and
   the built-in tools work as usual;
 * a server whose process exits or whose connection drops is **unavailable**
-  from then on: the call in flight and every later call to it fail at once with
+  from then on (told by the transport's state: a live server answering
+  JSON-RPC ``-32000``, the generic server error, is a protocol error and stays
+  up): the call in flight and every later call to it fail at once with
   ``mcp_server_unavailable``.  Restart policy: no automatic restart within a
   session (a crash-looping server would otherwise be hidden from the guard);
   ``session/load`` of the session starts every server it names afresh;
@@ -215,7 +217,9 @@ class McpServerConnection:
         except TimeoutError:
             raise CallTimedOut(f"no result within {timeout:g}s; the call was cancelled") from None
         except MCPError as exc:
-            if exc.code == types.CONNECTION_CLOSED:
+            # -32000 is also JSON-RPC's generic server error, which a live server may
+            # answer: only the transport's state says the connection is closed.
+            if exc.code == types.CONNECTION_CLOSED and transport_closed(session):
                 self._mark_down("the server exited or closed the connection")
                 raise ServerUnavailable(self.unavailable) from None
             raise
@@ -254,6 +258,20 @@ class McpServerConnection:
             task.cancel()
             with contextlib.suppress(BaseException):
                 await asyncio.wait_for(task, SHUTDOWN_TIMEOUT)
+
+
+def transport_closed(session: ClientSession) -> bool:
+    """Whether the session's transport is closed (EOF, or the dispatcher shut down).
+
+    The SDK's stream dispatcher keeps that state (``_closed``, set before it wakes
+    the waiting requests with ``-32000``); the SDK exposes no public flag for it.
+    A dispatcher without that state falls back to the code alone (closed).
+    """
+    dispatcher = getattr(session, "_dispatcher", None)
+    closed = getattr(dispatcher, "_closed", None)
+    if isinstance(closed, bool):
+        return closed
+    return True
 
 
 async def _list_tools(session: ClientSession) -> tuple[types.Tool, ...]:

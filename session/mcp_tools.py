@@ -38,7 +38,6 @@ from typing import Any, Literal
 
 import attrs
 import mcp_types as types
-from jsonschema.exceptions import SchemaError
 from mcp.shared.exceptions import MCPError
 
 from session.mcp import (
@@ -47,13 +46,13 @@ from session.mcp import (
     ServerUnavailable,
     SessionMcp,
 )
+from session.schema_check import schema_problem
 from session.tools import (
     Tool,
     ToolContext,
     ToolError,
     ToolKind,
     ToolNotStarted,
-    schema_validator,
 )
 
 _log = logging.getLogger("session.mcp_tools")
@@ -134,16 +133,19 @@ _ANY_OBJECT: Mapping[str, Any] = {"type": "object"}
 
 
 def _checked_schema(server: str, tool: types.Tool) -> Mapping[str, Any]:
-    """The declared schema when it is a valid JSON Schema; else only "an object"."""
+    """The declared schema when it can check arguments offline; else only "an object".
+
+    Malformed, a ``$ref`` that resolves nowhere (remote ones are never fetched)
+    or a ``$ref`` cycle: one warning, and the tool is checked for an object.
+    """
     schema = dict(tool.input_schema)
-    try:
-        schema_validator(schema)
-    except SchemaError as exc:
+    problem = schema_problem(schema)
+    if problem is not None:
         _log.warning(
-            "MCP server %r tool %r: invalid inputSchema (%s); only checking for an object",
+            "MCP server %r tool %r: unusable inputSchema (%s); only checking for an object",
             server,
             tool.name,
-            exc.message,
+            problem,
         )
         return _ANY_OBJECT
     return schema

@@ -7,8 +7,10 @@ request per model turn, text deltas passed to the prompt step as they arrive
 deltas, usage from the stream's final chunk (``stream_options.include_usage``).
 
 Endpoint and key are ``OPENAI_BASE_URL`` and ``OPENAI_API_KEY`` from the
-session's merged environment (the process environment or an env file: they are
-not policy, so a project ``.env`` may set them).  Rate limits (429), 408/409 and
+session's merged environment: the process environment or a home-level env file
+only (operator-only, see :mod:`session.envconfig`: a project ``.env`` that
+names another endpoint would receive the user's key).  Credentials in the URL
+are redacted in every error text.  Rate limits (429), 408/409 and
 5xx answers are retried by the SDK with exponential backoff, at most
 ``max_retries`` times.  Every failure becomes a :class:`ModelError` whose text
 names the cause (authentication, unknown model, context length, rate limit,
@@ -44,6 +46,7 @@ from session.chat_messages import (
 from session.history import Message
 from session.model import ModelError, ModelTurn, ModelUsage, TextSink
 from session.openai_stream import MalformedStream, StreamAssembly, undecodable
+from session.redact import redact_url
 from session.tools import Tool
 
 _log = logging.getLogger("session.openai_model")
@@ -133,7 +136,14 @@ def is_context_length_error(exc: Exception) -> bool:
 
 
 def describe_error(exc: Exception, settings: OpenAISettings) -> str:
-    """The cause of a failed request, in words a user can act on (never a traceback)."""
+    """The cause of a failed request, in words a user can act on (never a traceback).
+
+    Credentials in the endpoint URL (``user:secret@``) are redacted.
+    """
+    return redact_url(_describe_error(exc, settings))
+
+
+def _describe_error(exc: Exception, settings: OpenAISettings) -> str:
     endpoint = settings.base_url or DEFAULT_BASE_URL
     detail = server_message(exc)
     if isinstance(exc, openai.AuthenticationError):
@@ -223,7 +233,7 @@ class OpenAIChatModel:
             _log.warning(
                 "the model endpoint refused the request (HTTP 400: %s); retrying with "
                 "fixed system context folded into the leading system message",
-                server_message(exc),
+                redact_url(server_message(exc)),
             )
             self.fold_system_context = True
             try:

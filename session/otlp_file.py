@@ -37,6 +37,8 @@ from opentelemetry.sdk.metrics.export import (
     MetricsData,
 )
 
+from session.private_files import append_text
+
 #: Bytes fields that OTLP/JSON writes as hex instead of base64.
 _HEX_ID_FIELDS = frozenset({"traceId", "spanId", "parentSpanId"})
 
@@ -68,7 +70,7 @@ class OtlpJsonFile:
         self.path = path
         self._lock = threading.Lock()
         # Opened eagerly: an unwritable path is a configuration error, reported at start.
-        self._stream = path.open("a", encoding="utf-8")
+        self._stream = append_text(path)  # 0600, like the history
 
     def write(self, message: Message) -> None:
         line = otlp_json(message) + "\n"

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -74,6 +75,9 @@ class PromptSession(batch.BatchHost, outcome.ReportingSession, Protocol):
     def report_decisions(self) -> bool: ...
 
     def record(self, message: Message) -> None: ...
+
+
+_log = logging.getLogger("session.prompt")
 
 
 @attrs.frozen(kw_only=True)
@@ -280,6 +284,10 @@ class PromptRun:
                 return self.end("cancelled")
             self.tally.turn(turn)
             admission = self.protection.admit(turn.calls)
+            for call_id in sorted(admission.reused_ids):
+                _log.info(
+                    "call id %r was answered before for another call: a new call", call_id[:80]
+                )
             await self._record_turn(turn, admission, "".join(shown))
             if not admission.calls:
                 if self.todo_guard.should_continue(s.todos):

@@ -23,8 +23,8 @@ from session.envconfig import (
     TOOL_CALL_CAP_ENV_VAR,
     EnvConfig,
 )
-from tool_failure_guard.core.protections import DEFAULT_TOOL_CALL_CAP
 from session.tools import DEFAULT_SHELL_TIMEOUT
+from tool_failure_guard.core.protections import DEFAULT_TOOL_CALL_CAP
 
 _log = logging.getLogger("session.agent")
 

@@ -10,8 +10,12 @@ either returns its raw output or raises :class:`ToolError` carrying a stable,
 low-cardinality ``error_type``.  The executor freezes that type at the moment
 execution settles; nothing later may change it.
 
-Confinement: every path argument is resolved against the session's working
-directory and must stay inside it after symlinks are resolved.  The shell tool
+Confinement (:mod:`session.fsaccess`): every path argument is walked from a
+descriptor of the session's working directory and must stay inside it after
+symlinks are resolved; a write follows no symlink and no file with a second
+hard link; only regular files are read or written, without blocking, in a
+worker thread (``not_a_regular_file`` for a pipe or device).  A path with a
+NUL byte is ``invalid_tool_params``.  The shell tool
 runs with that directory as its working directory and a timeout; it is not a
 sandbox (a command may still ``cd ..``), which is why it asks for permission.
 """
@@ -19,19 +23,23 @@ sandbox (a command may still ``cd ..``), which is why it asks for permission.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import functools
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, TypeVar
 
 import attrs
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import ValidationError, best_match
-from jsonschema.protocols import Validator
-from jsonschema.validators import validator_for
 
+from session import fsaccess
+from session.schema_check import InvalidToolParams as InvalidToolParams  # re-exported
+from session.schema_check import check_arguments as check_arguments
+from session.schema_check import schema_validator as schema_validator
 from session.shell_output import ShellOutput, kill_process_group
+
+_T = TypeVar("_T")
 
 ToolKind = Literal["read", "edit", "delete", "move", "search", "execute", "think", "fetch", "other"]
 
@@ -47,10 +55,6 @@ class ToolError(Exception):
     def __init__(self, error_type: str, message: str) -> None:
         super().__init__(message)
         self.error_type = error_type
-
-
-class InvalidToolParams(Exception):
-    """The model's arguments do not fit the tool's schema; nothing was executed."""
 
 
 class ToolNotStarted(Exception):
@@ -112,71 +116,6 @@ class Tool(Protocol):
         ...
 
 
-def schema_validator(schema: Mapping[str, Any]) -> Validator:
-    """A validator for one tool's schema (its ``$schema`` draft, else 2020-12).
-
-    A malformed schema raises :class:`jsonschema.exceptions.SchemaError` here:
-    built-in schemas are checked by the tests, MCP schemas when registered.
-    """
-    cls = validator_for(schema, default=Draft202012Validator)
-    cls.check_schema(dict(schema))
-    validator: Validator = cls(schema)
-    return validator
-
-
-def _describe(error: ValidationError) -> str:
-    """One violation, naming the argument and never echoing its (possibly huge) value."""
-    instance: Any = error.instance
-    schema: Any = error.schema
-    expected: Any = error.validator_value
-    where = ".".join(str(p) for p in error.absolute_path)
-    subject = f"argument {where!r}" if where else "the arguments"
-    if error.validator == "type":
-        names = " or ".join(expected) if isinstance(expected, list) else str(expected)
-        return f"{subject} must be a {names}, got {_json_type(instance)}"
-    if error.validator == "required":
-        missing = [name for name in expected if name not in instance]
-        return f"missing required argument {missing[0]!r}" if missing else error.message
-    if error.validator == "additionalProperties":
-        allowed = set(schema.get("properties", {}))
-        extra = sorted(set(instance) - allowed)
-        return f"unexpected argument(s) {', '.join(map(repr, extra))}"
-    if error.validator == "minLength" and expected == 1:
-        return f"{subject} must not be empty"
-    if error.validator in ("exclusiveMinimum", "minimum"):
-        return f"{subject} must be a number above {expected}"
-    if error.validator == "enum":
-        return f"{subject} must be one of {', '.join(map(repr, expected))}"
-    return f"{subject} does not fit the tool's schema ({error.validator})"
-
-
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return type(value).__name__
-
-
-def check_arguments(validator: Validator, args: Any) -> dict[str, Any]:
-    """Check ``args`` against a tool's schema or raise :class:`InvalidToolParams`."""
-    if not isinstance(args, Mapping):
-        raise InvalidToolParams(f"the arguments must be a JSON object, got {_json_type(args)}")
-    data = dict(args)
-    error = best_match(validator.iter_errors(data))
-    if error is not None:
-        raise InvalidToolParams(_describe(error))
-    return data
-
-
 def _object_schema(properties: dict[str, Any], required: tuple[str, ...] = ()) -> Mapping[str, Any]:
     return {
         "type": "object",
@@ -189,13 +128,35 @@ def _object_schema(properties: dict[str, Any], required: tuple[str, ...] = ()) -
 _PATH = {"type": "string", "minLength": 1}
 
 
-def confine(context: ToolContext, raw: str) -> Path:
-    """Resolve ``raw`` inside the working directory or raise ``path_outside_workspace``."""
-    root = context.cwd.resolve()
-    candidate = (root / raw).resolve()
-    if candidate != root and root not in candidate.parents:
-        raise ToolError("path_outside_workspace", f"{raw} is outside the session directory")
-    return candidate
+def checked_path(args: Mapping[str, Any], key: str = "path") -> str:
+    """A path argument a file system can take, else :class:`InvalidToolParams`."""
+    raw = args[key]
+    if "\0" in raw:
+        raise InvalidToolParams(f"argument {key!r} contains a NUL byte")
+    try:
+        os.fsencode(raw)
+    except UnicodeEncodeError:
+        raise InvalidToolParams(f"argument {key!r} is not a valid file name") from None
+    return str(raw)
+
+
+#: The file tools' worker thread: the event loop never waits on the file system.  One
+#: thread, so operations finish in the order they were started (a batch's calls settle
+#: in the same order on every run, as they did on the loop).
+_FILE_IO = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="file-tools")
+
+
+async def _file_access(work: Callable[..., _T], *args: Any) -> _T:
+    """Run one confined file operation in the worker thread; its failure is a ToolError.
+
+    Each operation is bounded (regular files only, never a blocking open, at most
+    :data:`MAX_OUTPUT_BYTES` read); cancelling the awaiting task returns at once.
+    """
+    loop = asyncio.get_running_loop()
+    try:
+        return await loop.run_in_executor(_FILE_IO, functools.partial(work, *args))
+    except fsaccess.FileAccessError as exc:
+        raise ToolError(exc.error_type, str(exc)) from None
 
 
 @attrs.frozen
@@ -215,22 +176,16 @@ class ReadFile:
     )
 
     def validate(self, args: Mapping[str, Any]) -> Mapping[str, Any]:
-        return {"path": args["path"]}
+        return {"path": checked_path(args)}
 
     def title(self, args: Mapping[str, Any]) -> str:
         return f"Read {args.get('path', '?')}"
 
     async def run(self, args: Mapping[str, Any], context: ToolContext) -> bytes:
-        path = confine(context, args["path"])
-        try:
-            with path.open("rb") as handle:
-                return handle.read(MAX_OUTPUT_BYTES)
-        except FileNotFoundError:
-            raise ToolError("file_not_found", f"{args['path']}: no such file") from None
-        except IsADirectoryError:
-            raise ToolError("is_a_directory", f"{args['path']} is a directory") from None
-        except PermissionError:
-            raise ToolError("permission_denied", f"{args['path']}: permission denied") from None
+        root = context.cwd.resolve()
+        return await _file_access(
+            fsaccess.read_file, root, context.cwd, args["path"], MAX_OUTPUT_BYTES
+        )
 
 
 @attrs.frozen
@@ -253,21 +208,20 @@ class WriteFile:
     )
 
     def validate(self, args: Mapping[str, Any]) -> Mapping[str, Any]:
-        return {"path": args["path"], "content": args["content"]}
+        content = args["content"]
+        try:
+            content.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidToolParams("argument 'content' is not valid UTF-8 text") from None
+        return {"path": checked_path(args), "content": content}
 
     def title(self, args: Mapping[str, Any]) -> str:
         return f"Write {args.get('path', '?')}"
 
     async def run(self, args: Mapping[str, Any], context: ToolContext) -> bytes:
-        path = confine(context, args["path"])
-        if not path.parent.is_dir():
-            raise ToolError("directory_not_found", f"{args['path']}: parent directory missing")
-        try:
-            path.write_text(args["content"], encoding="utf-8")
-        except IsADirectoryError:
-            raise ToolError("is_a_directory", f"{args['path']} is a directory") from None
-        except PermissionError:
-            raise ToolError("permission_denied", f"{args['path']}: permission denied") from None
+        root = context.cwd.resolve()
+        data = args["content"].encode("utf-8")
+        await _file_access(fsaccess.write_file, root, context.cwd, args["path"], data)
         return f"wrote {len(args['content'])} characters to {args['path']}".encode()
 
 
@@ -287,21 +241,14 @@ class ListDirectory:
     )
 
     def validate(self, args: Mapping[str, Any]) -> Mapping[str, Any]:
-        return {"path": args.get("path", ".")}
+        return {"path": checked_path({"path": args.get("path", ".")})}
 
     def title(self, args: Mapping[str, Any]) -> str:
         return f"List {args.get('path', '.')}"
 
     async def run(self, args: Mapping[str, Any], context: ToolContext) -> bytes:
-        path = confine(context, args["path"])
-        try:
-            names = sorted(entry.name + ("/" if entry.is_dir() else "") for entry in path.iterdir())
-        except FileNotFoundError:
-            raise ToolError("directory_not_found", f"{args['path']}: no such directory") from None
-        except NotADirectoryError:
-            raise ToolError("not_a_directory", f"{args['path']} is not a directory") from None
-        except PermissionError:
-            raise ToolError("permission_denied", f"{args['path']}: permission denied") from None
+        root = context.cwd.resolve()
+        names = await _file_access(fsaccess.list_directory, root, context.cwd, args["path"])
         return "\n".join(names).encode()
 
 
@@ -333,7 +280,10 @@ class RunShellCommand:
     def validate(self, args: Mapping[str, Any]) -> Mapping[str, Any]:
         checked: dict[str, Any] = {"command": args["command"]}
         if "timeout" in args:
-            timeout = float(args["timeout"])
+            try:
+                timeout = float(args["timeout"])
+            except OverflowError:  # an integer past a float's range
+                timeout = math.inf
             if not math.isfinite(timeout):  # NaN passes exclusiveMinimum; JSON allows it here
                 raise InvalidToolParams("argument 'timeout' must be a finite number of seconds")
             checked["timeout"] = timeout

@@ -15,6 +15,15 @@ Tools:
 * ``ok`` -- returns ``{"text": "fine"}`` as structured content only;
 * ``sleepy`` -- sleeps ``seconds`` and records, in the file named by
   ``EDGE_SERVER_LOG``, that a ``notifications/cancelled`` interrupted it.
+
+With ``EDGE_SERVER_ODD_TOOLS`` set, also:
+
+* ``busy`` -- answers JSON-RPC ``-32000`` (the generic server-error code, the
+  same number the client SDK uses for "connection closed") and stays up;
+* ``selfref`` -- declares ``{"$ref": "#"}`` (checking it recurses forever);
+* ``unresolvable`` -- declares a ``$ref`` to a definition that does not exist;
+* ``remote`` -- only when ``EDGE_SERVER_REMOTE_REF`` names a URL: declares a
+  ``$ref`` to that URL (a checker must never fetch it).
 """
 
 from __future__ import annotations
@@ -47,6 +56,13 @@ async def list_tools(
         _tool("ok", {}),
         _tool("sleepy", {"properties": {"seconds": {"type": "number"}}}),
     ]
+    if os.environ.get("EDGE_SERVER_ODD_TOOLS"):
+        tools.append(_tool("busy", {}))
+        tools.append(_tool("selfref", {"$ref": "#"}))
+        tools.append(_tool("unresolvable", {"properties": {"x": {"$ref": "#/$defs/missing"}}}))
+    remote = os.environ.get("EDGE_SERVER_REMOTE_REF")
+    if remote:
+        tools.append(_tool("remote", {"properties": {"x": {"$ref": remote}}}))
     if not _listed_once["vanishing"]:
         _listed_once["vanishing"] = True
         tools.append(_tool("vanishing", {}))
@@ -67,7 +83,9 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Call
         raise MCPError(code=types.INVALID_PARAMS, message=f"rejected {name}")
     if name == "broken":
         raise MCPError(code=types.INTERNAL_ERROR, message="broken on purpose")
-    if name == "ok":
+    if name == "busy":
+        raise MCPError(code=-32000, message="busy, try again")
+    if name in ("ok", "selfref", "unresolvable", "remote"):
         return types.CallToolResult(content=[], structured_content={"text": "fine"})
     if name == "sleepy":
         _log("sleepy started")

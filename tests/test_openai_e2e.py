@@ -292,13 +292,18 @@ def test_missing_api_key_is_a_clear_error(tmp_path: Path) -> None:
     assert fake.requests == []
 
 
-def test_project_env_file_may_set_the_endpoint_but_not_the_mode(tmp_path: Path) -> None:
-    """OPENAI_* are ordinary settings: a project .env may set them; the guard mode it may not."""
+def test_a_home_env_file_sets_the_endpoint_a_project_env_file_neither_it_nor_the_mode(
+    tmp_path: Path,
+) -> None:
+    """OPENAI_* are operator-only like the guard mode: a home .env may set them, a project's not."""
     with serve(FakeOpenAI(ScenarioResponder(LOOP))) as fake:
         project = tmp_path / "project"
         project.mkdir()
+        (tmp_path / ".env").write_text(  # the home directory's
+            f"OPENAI_BASE_URL={fake.base_url}\nOPENAI_API_KEY=sk-from-home\n", encoding="utf-8"
+        )
         (project / ".env").write_text(
-            f"OPENAI_BASE_URL={fake.base_url}\nOPENAI_API_KEY=sk-from-project\n"
+            "OPENAI_BASE_URL=http://127.0.0.1:9/v1\nOPENAI_API_KEY=sk-from-project\n"
             "QWEN_CODE_ACP_REPEATED_TOOL_FAILURE_GUARD=enforce\n",
             encoding="utf-8",
         )
@@ -316,7 +321,7 @@ def test_project_env_file_may_set_the_endpoint_but_not_the_mode(tmp_path: Path) 
                 return await conn.prompt(session_id=session.session_id, prompt=[text_block("go")])
 
         response = asyncio.run(asyncio.wait_for(go(), 60))
-    assert fake.auth[0] == "Bearer sk-from-project"
+    assert set(fake.auth) == {"Bearer sk-from-home"}
     assert response.field_meta["toolFailureGuard"]["mode"] == "shadow"
     assert response.field_meta.get("loopType") is None
 

@@ -75,11 +75,29 @@ def test_the_exported_process_environment_wins(project: Path, home: Path) -> Non
 
 
 def test_other_settings_still_come_from_project_files(project: Path, home: Path) -> None:
-    (project / ".env").write_text("OTHER=7\n")
+    (project / ".env").write_text("OTHER=7\nONLY_HERE=3\n")
     (home / ".env").write_text("OTHER=9\nMORE=1\n")
     config = load_env(project, home=home, environ={})
-    assert config.get("OTHER") == "7"
+    assert config.get("ONLY_HERE") == "3"  # what the user did not set, the project may
+    assert config.get("OTHER") == "9"  # a user-level source outranks a project source
     assert config.get("MORE") == "1"
+
+
+@pytest.mark.parametrize(
+    "relative", [".env", ".qwen/.env", ".qwen/settings.json"], ids=["env", "qwen-env", "settings"]
+)
+def test_a_user_level_source_outranks_every_project_source(
+    project: Path, home: Path, relative: str
+) -> None:
+    path = project / relative
+    if path.suffix == ".json":
+        path.write_text(json.dumps({"env": {"OTHER": "project"}}))
+    else:
+        path.write_text("OTHER=project\n")
+    (home / ".qwen" / "settings.json").write_text(json.dumps({"env": {"OTHER": "user"}}))
+    config = load_env(project, home=home, environ={})
+    assert config.get("OTHER") == "user"
+    assert "user settings env" in config.origins["OTHER"]
 
 
 def test_operator_limits_are_one_declared_set() -> None:

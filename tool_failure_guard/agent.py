@@ -133,11 +133,13 @@ def run(args: argparse.Namespace) -> int:
     from session.framing import DEFAULT_MAX_FRAME_BYTES, MIN_MAX_FRAME_BYTES
     from session.history import default_state_dir
     from session.model import Model, ScenarioError, ScriptedModel, load_scenario
+    from session.redact import install_redaction
     from session.telemetry import build_telemetry
 
     logging.basicConfig(
         stream=sys.stderr, level=args.log_level, format="agent %(levelname)s %(name)s: %(message)s"
     )
+    install_redaction()  # credentials in a URL never reach a log line
     try:
         scenario = load_scenario(args.scenario)
     except ScenarioError as exc:

@@ -4,8 +4,10 @@ Inside one prompt, after a batch settles, the session consults them in this
 order and stops at the first that stops the prompt:
 
 1. provider call-id de-duplication (:class:`CallIdDeduplicator`): same-batch
-   duplicates are dropped before anything runs; ids already answered in the
-   session history become provider-duplicate records and are never executed;
+   duplicates are dropped before anything runs; a call already answered in the
+   session history (same id, same tool name and arguments) becomes a
+   provider-duplicate record and is never executed -- an answered id reused for
+   a different call is a new call;
    a provider that keeps replaying answered ids stops the prompt
    (``global_tool_call_duplicate``);
 2. the invalid-parameter guard (:class:`InvalidParamGuard`): three
@@ -22,8 +24,11 @@ prompt's :class:`LoopLatch`; later ones record nothing.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import attrs
 
@@ -59,26 +64,80 @@ class Admission:
     calls: tuple[FunctionCall, ...]  #: de-duplicated calls (provider duplicates included)
     provider_duplicates: frozenset[str]  #: ids among ``calls`` already answered in history
     dropped: int  #: same-batch duplicates removed
+    #: ids among ``calls`` answered before for *another* call: new calls (the host logs them)
+    reused_ids: frozenset[str] = frozenset()
 
     @property
     def executable(self) -> tuple[FunctionCall, ...]:
         return tuple(c for c in self.calls if c.call_id not in self.provider_duplicates)
 
 
+def call_fingerprint(name: str, args: Mapping[str, Any]) -> str:
+    """What makes two calls the same call: the tool name and the arguments (canonical JSON)."""
+    try:
+        canonical = json.dumps(
+            args, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=repr
+        )
+    except (TypeError, ValueError, RecursionError):
+        canonical = repr(args)
+    return hashlib.sha256(f"{name}\0{canonical}".encode("utf-8", "replace")).hexdigest()
+
+
+#: An answered call as history gives it: its id, and its fingerprint (None: call unknown).
+AnsweredCall = tuple[str, str | None]
+
+
 class CallIdDeduplicator:
-    """Session-wide memory of answered call ids (rebuilt from history on load)."""
+    """Session-wide memory of answered calls (rebuilt from history on load).
 
-    __slots__ = ("_answered", "_generated")
+    A replay is the same call sent again: an id already answered *with the same
+    tool name and arguments*.  Some providers number their call ids per message
+    (``call_0`` in every turn): an answered id arriving with a different name or
+    arguments is a new call, executed (``Admission.reused_ids``: the host logs it),
+    never a replay.  So each
+    answered id keeps the fingerprints (:func:`call_fingerprint`) of the calls
+    it answered; an id whose call is unknown (given without one) answers every
+    call with that id.
+    """
 
-    def __init__(self, answered: Iterable[str] = ()) -> None:
-        self._answered: set[str] = set(answered)
+    __slots__ = ("_answered", "_generated", "_open")
+
+    def __init__(
+        self,
+        answered: Iterable[str | AnsweredCall] = (),
+        *,
+        open_calls: Iterable[tuple[str, str]] = (),
+    ) -> None:
+        #: call id -> fingerprints of the calls it answered (None: any call)
+        self._answered: dict[str, set[str] | None] = {}
+        for item in answered:
+            call_id, fingerprint = (item, None) if isinstance(item, str) else item
+            self._remember(call_id, fingerprint)
+        #: admitted, not yet answered: call id -> fingerprint
+        self._open: dict[str, str] = dict(open_calls)
         self._generated = 0
+
+    def _remember(self, call_id: str, fingerprint: str | None) -> None:
+        known = self._answered.get(call_id, set())
+        if fingerprint is None or known is None:
+            self._answered[call_id] = None
+        else:
+            known.add(fingerprint)
+            self._answered[call_id] = known
 
     def is_answered(self, call_id: str) -> bool:
         return call_id in self._answered
 
+    def is_replay(self, call: FunctionCall) -> bool:
+        """Whether ``call`` is a call already answered: same id, same name and arguments."""
+        if call.call_id not in self._answered:
+            return False
+        known = self._answered[call.call_id]
+        return known is None or call_fingerprint(call.name, call.args) in known
+
     def mark_answered(self, call_ids: Iterable[str]) -> None:
-        self._answered.update(call_ids)
+        for call_id in call_ids:
+            self._remember(call_id, self._open.pop(call_id, None))
 
     def _new_call_id(self, taken: set[str]) -> str:
         """An id for a call the provider sent without one: deterministic, never answered."""
@@ -92,6 +151,7 @@ class CallIdDeduplicator:
         seen: set[str] = set()
         admitted: list[FunctionCall] = []
         duplicates: set[str] = set()
+        reused: set[str] = set()
         dropped = 0
         for call in calls:
             if not call.call_id:
@@ -101,9 +161,13 @@ class CallIdDeduplicator:
                 continue
             seen.add(call.call_id)
             admitted.append(call)
-            if call.call_id in self._answered:
+            if self.is_replay(call):
                 duplicates.add(call.call_id)
-        return Admission(tuple(admitted), frozenset(duplicates), dropped)
+                continue
+            if call.call_id in self._answered:
+                reused.add(call.call_id)
+            self._open[call.call_id] = call_fingerprint(call.name, call.args)
+        return Admission(tuple(admitted), frozenset(duplicates), dropped, frozenset(reused))
 
 
 class ProviderReplayCounter:

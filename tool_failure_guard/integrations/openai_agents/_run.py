@@ -259,7 +259,11 @@ class GuardedRun:
             output_tokens=self.output_tokens,
             model_latency_s=None,
             wall_time_s=max(0.0, self._clock() - self._started),
-            drain_supported=True,  # no mid-run user input: every boundary is reliably quiet
+            # No mid-run user input reaches a run: like a plain ACP host declared
+            # prompt-only, every boundary is reliably quiet, and rollout keeps these
+            # prompts in the prompt-only cohort, apart from drain hosts.
+            drain_supported=False,
+            input_boundary="prompt-only",
         )
         sink = self.telemetry
         if isinstance(sink, OutcomeTelemetry):
