@@ -75,6 +75,8 @@ OUTCOME_ROWS: tuple[OutcomeRow, ...] = (
                "error", "error", TOOL_ERROR_STATUS),
     OutcomeRow("arguments failed validation (ToolInvocationError, handle_validation_error)",
                "error", "not_started", "invalid_tool_params"),
+    OutcomeRow("arguments not JSON (the AIMessage's invalid_tool_calls, never run)",
+               "error", "not_started", "invalid_tool_params"),
     OutcomeRow("unknown tool (the tools node's 'is not a valid tool')",
                "error", "not_started", "tool_not_registered"),
     OutcomeRow("the tool returned, then a middleware's answer was an error",
