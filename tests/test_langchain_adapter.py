@@ -8,13 +8,26 @@ is mocked.  The shared behaviour set runs on this host too
 
 from __future__ import annotations
 
+import json
 import logging
+import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from hosts.langchain import WAYS, ErrorsToModel, Way, behaviour_tools, make_agent, run
-from langchain.agents.middleware import AgentMiddleware
+from hosts.langchain import (
+    WAYS,
+    ErrorsToModel,
+    Way,
+    behaviour_tools,
+    chat_model,
+    make_agent,
+    run,
+)
+from langchain.agents import create_agent
+from langchain.agents.middleware import AgentMiddleware, ToolRetryMiddleware
 from langchain_core.messages import AIMessage, SystemMessage, ToolMessage
 from langchain_core.tools import StructuredTool, ToolException
 from langchain_harness import guarded_run, replies
@@ -251,3 +264,86 @@ def test_the_mode_comes_from_the_environment_unless_the_constructor_sets_it(
     assert RepeatedToolFailureMiddleware(mode="enforce").mode.value == "enforce"
     with pytest.raises(ValueError, match="enforce"):
         RepeatedToolFailureMiddleware(mode="loud")
+
+
+def _flaky() -> StructuredTool:
+    """A tool whose every call fails on its first attempt and succeeds on its second."""
+    attempts: dict[str, int] = {}
+
+    def lookup(key: str) -> str:
+        """Look a key up (the first attempt per key always times out)."""
+        attempts[key] = attempts.get(key, 0) + 1
+        if attempts[key] == 1:
+            raise TimeoutError("slow backend")
+        return f"{key}=1"
+
+    return StructuredTool.from_function(lookup)
+
+
+@pytest.mark.parametrize("place", ["inner", "outer"])
+def test_a_retried_call_counts_its_last_attempt(place: str) -> None:
+    retry = ToolRetryMiddleware(max_retries=1, initial_delay=0, backoff_factor=0, jitter=False)
+    guard = RepeatedToolFailureMiddleware(mode="enforce")
+    batches = [[("lookup", {"key": f"k{n}"})] for n in range(3)]
+    with serve(FakeOpenAI(replies(*batches))) as fake:
+        model = chat_model(fake.base_url)
+        order = [guard, retry] if place == "inner" else [retry, guard]
+        agent = create_agent(model, [_flaky()], middleware=order)
+        state = run(agent, "go")
+    report = RepeatedToolFailureMiddleware.report_of(state)
+    assert report is not None and report.stop is None
+    assert report.decisions == ("none", "none", "none")  # each call's last attempt succeeded
+    assert [m.content for m in state["messages"] if isinstance(m, ToolMessage)] == [
+        "k0=1",
+        "k1=1",
+        "k2=1",
+    ]
+
+
+class _BrokenSink:
+    def __getattr__(self, name: str) -> Any:
+        def fail(*args: Any, **kwargs: Any) -> None:
+            raise RuntimeError("sink down")
+
+        return fail
+
+
+def test_a_failing_telemetry_sink_changes_nothing(workspace: Path) -> None:
+    guard = RepeatedToolFailureMiddleware(mode="enforce", telemetry=_BrokenSink())  # type: ignore[arg-type]
+    ran = guarded_run(
+        replies(LOOP, LOOP, LOOP), behaviour_tools(workspace), guard=guard, inner=[ErrorsToModel()]
+    )
+    assert ran.decisions == ("tracked", "warn", "stop") and len(ran.requests) == 3
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_nothing_but_the_adapter_imports_langchain() -> None:
+    probe = (
+        "import json, sys; import tool_failure_guard, tool_failure_guard.core, "
+        "tool_failure_guard.cli, session.agent; print(json.dumps(sorted(sys.modules)))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=ROOT
+    )
+    loaded = json.loads(out.stdout)
+    assert "session.agent" in loaded
+    assert not [
+        m
+        for m in loaded
+        if m.split(".")[0] in ("langchain", "langchain_core", "langchain_openai", "langgraph")
+        or m.startswith("tool_failure_guard.integrations")
+    ]
+    outside = [
+        path
+        for folder in ("guard", "statecharts", "session", "tool_failure_guard", "rollout")
+        for path in (ROOT / folder).rglob("*.py")
+        if "integrations" not in path.parts
+        and re.search(
+            r"^\s*(from|import) (langchain|langgraph|tool_failure_guard\.integrations)",
+            path.read_text(encoding="utf-8"),
+            re.M,
+        )
+    ]
+    assert outside == []
