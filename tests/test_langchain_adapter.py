@@ -27,10 +27,16 @@ from hosts.langchain import (
     run,
 )
 from langchain.agents import create_agent
-from langchain.agents.middleware import AgentMiddleware, ToolRetryMiddleware
+from langchain.agents.middleware import (
+    AgentMiddleware,
+    HumanInTheLoopMiddleware,
+    ToolRetryMiddleware,
+)
 from langchain_core.messages import AIMessage, SystemMessage, ToolMessage
 from langchain_core.tools import StructuredTool, ToolException
 from langchain_harness import guarded_run, replies
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.types import Command
 from openai_server import FakeOpenAI, serve
 from telemetry_harness import Harness
 
@@ -347,3 +353,43 @@ def test_nothing_but_the_adapter_imports_langchain() -> None:
         )
     ]
     assert outside == []
+
+
+@pytest.mark.parametrize("guard_first", [True, False], ids=["guard-first", "hitl-first"])
+def test_a_rejected_approval_is_cancelled_and_never_counted(
+    guard_first: bool, workspace: Path
+) -> None:
+    def write_file(path: str, content: str) -> str:
+        """Write a file of the workspace (needs a human's approval)."""
+        raise AssertionError("a rejected call must never run")
+
+    tools = [*behaviour_tools(workspace), StructuredTool.from_function(write_file)]
+    harness = Harness()
+    guard = RepeatedToolFailureMiddleware(mode="enforce", telemetry=harness.sink)
+    hitl = HumanInTheLoopMiddleware(interrupt_on={"write_file": True})
+    order = [guard, ErrorsToModel(), hitl] if guard_first else [hitl, guard, ErrorsToModel()]
+    write = ("write_file", {"path": "out.txt", "content": "x"})
+    answers = replies(LOOP, [*LOOP, write], LOOP, LOOP, LOOP)
+    config: dict[str, Any] = {"configurable": {"thread_id": "t"}, "recursion_limit": 100}
+    with serve(FakeOpenAI(answers)) as fake:
+        agent = create_agent(
+            chat_model(fake.base_url), tools, middleware=order, checkpointer=InMemorySaver()
+        )
+        state = agent.invoke({"messages": [{"role": "user", "content": "go"}]}, config)
+        resumed = 0
+        while "__interrupt__" in state:
+            (pending,) = state["__interrupt__"]
+            decisions = [{"type": "reject"}] * len(pending.value["action_requests"])
+            state = agent.invoke(Command(resume={"decisions": decisions}), config)
+            resumed += 1
+    assert resumed == 1  # one run, paused once for the approval
+    report = RepeatedToolFailureMiddleware.report_of(state)
+    assert report is not None
+    # the batch with the rejected call is mixed: it resets, as in the shared behaviour set
+    assert report.decisions == ("tracked", "reset", "tracked", "warn", "stop")
+    records = [
+        (c["batch_ordinal"], c["call_ordinal"], c["terminal_status"], c["execution_status"])
+        for c in harness.logs(telemetry.TOOL_CALL_EVENT)
+        if c["terminal_status"] == "cancelled"
+    ]
+    assert records == [(2, 4, "cancelled", "not_started")]

@@ -31,10 +31,20 @@ from langgraph.types import Command
 
 from guard import GuardMode
 from session.telemetry import GuardTelemetry
-from tool_failure_guard.core import DEFAULT_TOOL_CALL_CAP, Continue, Stop, invalid_arguments
+from tool_failure_guard.core import (
+    DEFAULT_TOOL_CALL_CAP,
+    CallOutcome,
+    Continue,
+    FunctionCall,
+    Stop,
+    invalid_arguments,
+    rejected,
+)
 from tool_failure_guard.integrations.langchain._observe import Probe
 from tool_failure_guard.integrations.langchain._outcomes import (
+    decided_call,
     function_call,
+    human_decision,
     invalid_call,
     outcome_of,
 )
@@ -166,13 +176,30 @@ class RepeatedToolFailureMiddleware(AgentMiddleware[GuardState, Any]):
 
     def after_model(self, state: GuardState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         run = self._run(state)
-        messages = state.get("messages") or []
-        if run is None or not messages or not isinstance(messages[-1], AIMessage):
+        messages = list(state.get("messages") or [])
+        at = next(
+            (i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], AIMessage)),
+            None,
+        )
+        if run is None or at is None:
             return None
-        message = messages[-1]
+        message = messages[at]
+        if not isinstance(message, AIMessage):  # pragma: no cover - found as one above
+            return None
+        # A human-in-the-loop middleware that ran before this hook took its rejected calls
+        # out of the AIMessage and answered them itself: they are still this batch's calls.
+        decided = [
+            m
+            for m in messages[at + 1 :]
+            if isinstance(m, ToolMessage) and human_decision(m) is not None
+        ]
+        calls = [function_call(item) for item in message.tool_calls]
+        known = {call.call_id for call in calls}
+        human = [decided_call(m) for m in decided if m.tool_call_id not in known]
         invalid = [invalid_call(item) for item in message.invalid_tool_calls]
-        calls = [function_call(item) for item in message.tool_calls] + invalid
-        run.model_response(calls, message.usage_metadata)
+        run.model_response([*calls, *human, *invalid], message.usage_metadata)
+        for call in human:  # never run: a human refused it, or answered in its place
+            run.record(call.call_id, _human_rejected(call))
         for call in invalid:  # the tools node never runs these: settled here
             run.record(call.call_id, invalid_arguments(call, call.arguments_error or ""))
         return None
@@ -183,6 +210,12 @@ class RepeatedToolFailureMiddleware(AgentMiddleware[GuardState, Any]):
     @hook_config(can_jump_to=["end"])
     def before_model(self, state: GuardState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         run = self._run(state)
+        if run is not None:
+            # A human-in-the-loop middleware whose after_model ran after this one's answered
+            # some of the batch's calls itself: they never reach wrap_tool_call.
+            for message in state.get("messages") or []:
+                if isinstance(message, ToolMessage) and human_decision(message) is not None:
+                    run.record_if_missing(message.tool_call_id, _human_rejected)
         action = run.close() if run is not None else None
         if run is None or action is None:
             return None
@@ -266,6 +299,10 @@ class RepeatedToolFailureMiddleware(AgentMiddleware[GuardState, Any]):
             raise
         _settle(run, request, probe, result=result)
         return result
+
+
+def _human_rejected(call: FunctionCall) -> CallOutcome:
+    return rejected(call, "a human rejected the call or answered it in the tool's place")
 
 
 def _observing(request: ToolCallRequest) -> tuple[Probe, ToolCallRequest]:

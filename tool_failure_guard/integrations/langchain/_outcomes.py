@@ -86,6 +86,8 @@ OUTCOME_ROWS: tuple[OutcomeRow, ...] = (
     OutcomeRow("interrupted while running (interrupt() in the tool: GraphInterrupt)",
                "cancelled", "cancelled", NO_TYPE),
     OutcomeRow("cancelled before the tool was invoked", "cancelled", "not_started", NO_TYPE),
+    OutcomeRow("a human rejected the call, or answered in its place (HumanInTheLoopMiddleware)",
+               "cancelled", "not_started", NO_TYPE),
     OutcomeRow("the provider replayed an answered call id (never run)",
                "error", "not_started", NO_TYPE),
     OutcomeRow("not observed (an inner middleware answered without invoking the tool, "
@@ -122,6 +124,26 @@ def invalid_call(invalid: Any) -> FunctionCall:
         name=str(invalid.get("name") or ""),
         arguments_error=str(invalid.get("error") or "the arguments are not JSON")[:200],
     )
+
+
+#: The ``lc_source`` of the ToolMessage ``HumanInTheLoopMiddleware`` answers a call with.
+HUMAN_DECISION_SOURCE = "hitl_interrupt_decision"
+
+
+def human_decision(message: Any) -> str | None:
+    """``reject`` or ``respond`` when ``message`` is a human's answer in place of the tool."""
+    if not isinstance(message, ToolMessage):
+        return None
+    if message.additional_kwargs.get("lc_source") != HUMAN_DECISION_SOURCE:
+        return None
+    data = message.additional_kwargs.get("lc_data")
+    decision = data.get("decision") if isinstance(data, dict) else None
+    return decision if decision in ("reject", "respond") else None
+
+
+def decided_call(message: ToolMessage) -> FunctionCall:
+    """The call a human answered (its arguments are gone from the AIMessage)."""
+    return FunctionCall(call_id=message.tool_call_id, name=str(message.name or ""))
 
 
 def replayed(call: FunctionCall) -> CallOutcome:

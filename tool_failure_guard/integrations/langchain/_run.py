@@ -153,6 +153,15 @@ class GuardedRun:
             if call_id in self._calls:
                 self._outcomes[call_id] = outcome
 
+    def record_if_missing(
+        self, call_id: str, outcome_of: Callable[[FunctionCall], CallOutcome]
+    ) -> None:
+        """Settle ``call_id`` with ``outcome_of(call)`` unless an outcome was already seen."""
+        with self._lock:
+            call = self._calls.get(call_id)
+            if call is not None and call_id not in self._outcomes:
+                self._outcomes[call_id] = outcome_of(call)
+
     def record_replay(self, call_id: str) -> CallOutcome | None:
         call = self.call(call_id)
         if call is None:
