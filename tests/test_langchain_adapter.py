@@ -32,12 +32,14 @@ from langchain.agents.middleware import (
     HumanInTheLoopMiddleware,
     ToolRetryMiddleware,
 )
+from langchain.agents.structured_output import ToolStrategy
 from langchain_core.messages import AIMessage, SystemMessage, ToolMessage
 from langchain_core.tools import StructuredTool, ToolException
 from langchain_harness import guarded_run, replies
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
-from openai_server import FakeOpenAI, serve
+from openai_server import FakeOpenAI, Reply, call, serve
+from pydantic import BaseModel
 from telemetry_harness import Harness
 
 from guard import REPEATED_TOOL_FAILURE_REMINDER, REPEATED_TOOL_FAILURE_STOP_MESSAGE
@@ -393,3 +395,28 @@ def test_a_rejected_approval_is_cancelled_and_never_counted(
         if c["terminal_status"] == "cancelled"
     ]
     assert records == [(2, 4, "cancelled", "not_started")]
+
+
+class Answer(BaseModel):
+    """The final answer."""
+
+    text: str
+
+
+def test_a_structured_output_call_is_not_a_tool_execution(
+    workspace: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    answers = [
+        *replies([FAIL])[:1],
+        Reply(calls=(call("s1", "Answer", {"text": "it is missing"}),)),
+    ]
+    with caplog.at_level(logging.WARNING, logger="tool_failure_guard.integrations.langchain"):
+        ran = guarded_run(
+            answers,
+            behaviour_tools(workspace),
+            inner=[ErrorsToModel()],
+            response_format=ToolStrategy(Answer),
+        )
+    assert ran.state["structured_response"] == Answer(text="it is missing")
+    assert (ran.report.tool_calls, ran.report.observed, ran.report.batches) == (1, 1, 1)
+    assert not [r for r in caplog.records if "observed none" in r.getMessage()]

@@ -188,12 +188,14 @@ class RepeatedToolFailureMiddleware(AgentMiddleware[GuardState, Any]):
             return None
         # A human-in-the-loop middleware that ran before this hook took its rejected calls
         # out of the AIMessage and answered them itself: they are still this batch's calls.
-        decided = [
-            m
-            for m in messages[at + 1 :]
-            if isinstance(m, ToolMessage) and human_decision(m) is not None
+        answers = [m for m in messages[at + 1 :] if isinstance(m, ToolMessage)]
+        decided = [m for m in answers if human_decision(m) is not None]
+        # Calls the model node answered itself (a structured-output tool) never reach the
+        # tools node: they are not tool executions, so not part of the batch.
+        answered = {m.tool_call_id for m in answers if human_decision(m) is None}
+        calls = [
+            function_call(item) for item in message.tool_calls if item.get("id") not in answered
         ]
-        calls = [function_call(item) for item in message.tool_calls]
         known = {call.call_id for call in calls}
         human = [decided_call(m) for m in decided if m.tool_call_id not in known]
         invalid = [invalid_call(item) for item in message.invalid_tool_calls]
