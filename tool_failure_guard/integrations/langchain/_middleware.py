@@ -131,6 +131,7 @@ class RepeatedToolFailureMiddleware(AgentMiddleware[GuardState, Any]):
         self._tool_call_cap = tool_call_cap
         self._lock = threading.Lock()
         self._runs: OrderedDict[str, GuardedRun] = OrderedDict()
+        self._unknown_warned = False
         self.tools = []
 
     @property
@@ -157,10 +158,12 @@ class RepeatedToolFailureMiddleware(AgentMiddleware[GuardState, Any]):
         run_id = state.get(RUN_KEY) if isinstance(state, dict) else None
         with self._lock:
             run = self._runs.get(run_id) if isinstance(run_id, str) else None
-        if run is None:
+        if run is None and not self._unknown_warned:
+            self._unknown_warned = True  # once per middleware: a state it did not start
             LOGGER.warning(
-                "tool_failure_guard.integrations.langchain: no guarded run for this state "
-                "(before_agent did not run in this process); nothing is observed"
+                "tool_failure_guard.integrations.langchain: RepeatedToolFailureMiddleware has "
+                "no guarded run for this agent state (before_agent did not run in this "
+                "process); the run is not protected"
             )
         return run
 
