@@ -37,7 +37,7 @@ from langchain_core.messages import AIMessage, SystemMessage, ToolMessage
 from langchain_core.tools import StructuredTool, ToolException
 from langchain_harness import guarded_run, replies
 from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.types import Command
+from langgraph.types import Command, interrupt
 from openai_server import FakeOpenAI, Reply, call, serve
 from pydantic import BaseModel
 from telemetry_harness import Harness
@@ -420,3 +420,34 @@ def test_a_structured_output_call_is_not_a_tool_execution(
     assert ran.state["structured_response"] == Answer(text="it is missing")
     assert (ran.report.tool_calls, ran.report.observed, ran.report.batches) == (1, 1, 1)
     assert not [r for r in caplog.records if "observed none" in r.getMessage()]
+
+
+def test_a_tool_interrupted_for_a_human_counts_the_outcome_of_its_resumed_run() -> None:
+    asked: list[str] = []
+
+    def deploy(target: str) -> str:
+        """Deploy (asks a human first)."""
+        answer = interrupt(f"deploy {target}?")
+        asked.append(str(answer))
+        if answer != "yes":
+            raise PermissionError("not confirmed")
+        return "deployed"
+
+    harness = Harness()
+    guard = RepeatedToolFailureMiddleware(mode="enforce", telemetry=harness.sink)
+    config: dict[str, Any] = {"configurable": {"thread_id": "t"}, "recursion_limit": 50}
+    with serve(FakeOpenAI(replies([("deploy", {"target": "prod"})]))) as fake:
+        agent = create_agent(
+            chat_model(fake.base_url),
+            [StructuredTool.from_function(deploy)],
+            middleware=[guard],
+            checkpointer=InMemorySaver(),
+        )
+        paused = agent.invoke({"messages": [{"role": "user", "content": "go"}]}, config)
+        assert "__interrupt__" in paused and RepeatedToolFailureMiddleware.report_of(paused) is None
+        state = agent.invoke(Command(resume="yes"), config)
+    assert asked == ["yes"] and state["messages"][-1].content == "Done."
+    report = RepeatedToolFailureMiddleware.report_of(state)
+    assert report is not None and (report.tool_calls, report.observed) == (1, 1)
+    (record,) = harness.logs(telemetry.TOOL_CALL_EVENT)
+    assert (record["terminal_status"], record["execution_status"]) == ("success", "success")
