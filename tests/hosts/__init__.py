@@ -15,6 +15,7 @@ HOSTS: tuple[str, ...] = (
     "acp",
     "own_loop",
     "openai_agents",
+    "langchain",
 )
 
 

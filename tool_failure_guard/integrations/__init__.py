@@ -9,6 +9,8 @@ never imported by the agent, the core or :mod:`tool_failure_guard` itself:
   'tool-failure-guard[pydantic-ai]'``): ``RepeatedToolFailureCapability``.
 - ``tool_failure_guard.integrations.openai_agents`` (``pip install
   'tool-failure-guard[openai-agents]'``): ``GuardedRunner``.
+- ``tool_failure_guard.integrations.langchain`` (``pip install
+  'tool-failure-guard[langchain]'``): ``RepeatedToolFailureMiddleware``.
 
 ``docs/integrations.md`` has one section per framework, with its outcome table.
 """
