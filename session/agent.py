@@ -53,10 +53,10 @@ from session.history import HistoryError, HistoryStore, HistoryWriteError
 from session.loop import CHANNEL_PROMPT_META_KEY, GuardedSession, SessionOptions
 from session.model import Model
 from session.pending import PendingInputLog
-from session.protections import DEFAULT_TOOL_CALL_CAP
 from session.replay import replay_updates
 from session.telemetry import GuardTelemetry, NullTelemetry
 from session.tools import DEFAULT_SHELL_TIMEOUT, ToolContext, default_tools
+from tool_failure_guard.core.protections import DEFAULT_TOOL_CALL_CAP
 
 if TYPE_CHECKING:  # the MCP SDK is imported only when a client names servers (start-up time)
     from session.mcp import SessionMcp

@@ -21,8 +21,8 @@ from acp import start_tool_call, text_block, tool_content, update_tool_call
 
 from session.executor import CallOutcome, FunctionCall
 from session.history import Part
-from session.protections import Admission
-from session.receipts import ReceiptBuilder
+from tool_failure_guard.core.protections import Admission
+from tool_failure_guard.core.receipts import ReceiptBuilder
 
 if TYPE_CHECKING:
     from session.loop import GuardedSession

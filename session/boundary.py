@@ -34,14 +34,14 @@ from session.drain import QUEUED_INPUT_PREFIX, DrainResult
 from session.executor import CallOutcome
 from session.history import Part
 from session.model import ModelTurn, TodoItem
-from session.protections import (
+from tool_failure_guard.core.protections import (
     LOOP_INVALID_TOOL_PARAMS,
     LOOP_PROVIDER_DUPLICATE,
     LOOP_REPEATED_TOOL_FAILURE,
     LOOP_TOOL_CALL_CAP,
     Admission,
 )
-from session.receipts import ReceiptBuilder
+from tool_failure_guard.core.receipts import ReceiptBuilder
 
 if TYPE_CHECKING:
     from session.prompt import PromptRun

@@ -49,6 +49,19 @@ from session.tools import (
     check_arguments,
     schema_validator,
 )
+from tool_failure_guard.core.outcomes import CallOutcome, FunctionCall
+
+__all__ = [  # FunctionCall and CallOutcome live in the core; re-exported for existing imports
+    "MAX_RESPONSE_CHARS",
+    "CallOutcome",
+    "Cancelled",
+    "Executor",
+    "FunctionCall",
+    "PermissionAnswer",
+    "PermissionAsker",
+    "PostProcessor",
+    "race_cancel",
+]
 
 _log = logging.getLogger("session.executor")
 
@@ -62,18 +75,6 @@ _T = TypeVar("_T")
 MAX_RESPONSE_CHARS = 20_000
 
 
-@attrs.frozen(kw_only=True)
-class FunctionCall:
-    """One function call of a model turn, as the provider sent it."""
-
-    call_id: str
-    name: str
-    args: Mapping[str, Any] = attrs.field(factory=dict)
-    #: Why the provider's arguments could not be decoded (not JSON); the call is then
-    #: ``not_started`` / ``invalid_tool_params`` like any schema violation.
-    arguments_error: str | None = None
-
-
 class PermissionAnswer(enum.StrEnum):
     ALLOWED = "allowed"
     REJECTED = "rejected"
@@ -83,25 +84,6 @@ class PermissionAnswer(enum.StrEnum):
 
 #: Asks the client (``session/request_permission``) whether a call may run.
 PermissionAsker = Callable[[FunctionCall, Tool, Mapping[str, Any]], Awaitable[PermissionAnswer]]
-
-
-@attrs.frozen(kw_only=True)
-class CallOutcome:
-    """The settled outcome of one call: both axes, and what the model is told."""
-
-    call_id: str
-    name: str  #: the name the model used
-    policy_tool_name: str | None  #: the registry-resolved identity, None when unresolved
-    tool_type: str | None
-    terminal_status: str
-    execution_status: str
-    execution_error_type: str | None  #: frozen when execution settled
-    error_type: str | None = None  #: the terminal error type (later steps may change it)
-    output: str = ""  #: text for the model: the result, or the error message
-
-    @property
-    def failed(self) -> bool:
-        return self.terminal_status == "error"
 
 
 #: A post-processing step run on a successful execution's decoded output.

@@ -63,9 +63,9 @@ from session.history import (
 from session.model import Model, TodoItem
 from session.pending import PendingInputLog
 from session.prompt import PromptRun
-from session.protections import CallIdDeduplicator
 from session.telemetry import GuardTelemetry, OutcomeTelemetry
 from session.tools import Tool
+from tool_failure_guard.core.protections import CallIdDeduplicator
 
 _log = logging.getLogger("session.loop")
 

@@ -20,8 +20,8 @@ from acp.schema import PromptResponse
 
 from session.executor import CallOutcome
 from session.model import ModelTurn
-from session.protections import Admission
 from session.telemetry import ROUTE, CallRecord, OutcomeTelemetry, PromptOutcome
+from tool_failure_guard.core.protections import Admission
 
 if TYPE_CHECKING:
     from session.loop import GuardedSession

@@ -27,7 +27,7 @@ from session.executor import Cancelled, race_cancel
 from session.history import Message, Part
 from session.model import ModelError, ModelTurn, TodoItem, UsageTotals, request_turn
 from session.outcome import PromptTally
-from session.protections import Admission, PromptProtections
+from tool_failure_guard.core.protections import Admission, PromptProtections
 
 if TYPE_CHECKING:
     from session.loop import GuardedSession

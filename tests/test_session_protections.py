@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from session.executor import CallOutcome, FunctionCall
-from session.protections import (
+from tool_failure_guard.core.protections import (
     DEFAULT_TOOL_CALL_CAP,
     LOOP_INVALID_TOOL_PARAMS,
     LOOP_PROVIDER_DUPLICATE,

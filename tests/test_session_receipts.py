@@ -6,7 +6,7 @@ import attrs
 import pytest
 
 from guard import BatchReceipt, RepeatedToolFailureGuard
-from session.receipts import CallRecord, ReceiptBuilder
+from tool_failure_guard.core.receipts import CallRecord, ReceiptBuilder
 
 
 def settle(builder: ReceiptBuilder, ordinal: int, **overrides: object) -> CallRecord | None:

@@ -22,13 +22,12 @@ prompt's :class:`LoopLatch`; later ones record nothing.
 
 from __future__ import annotations
 
-import uuid
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
 import attrs
 
-from session.executor import CallOutcome, FunctionCall
+from tool_failure_guard.core.outcomes import CallOutcome, FunctionCall
 
 LOOP_PROVIDER_DUPLICATE = "global_tool_call_duplicate"
 LOOP_INVALID_TOOL_PARAMS = "invalid_tool_params_stagnation"
@@ -69,16 +68,25 @@ class Admission:
 class CallIdDeduplicator:
     """Session-wide memory of answered call ids (rebuilt from history on load)."""
 
-    __slots__ = ("_answered",)
+    __slots__ = ("_answered", "_generated")
 
     def __init__(self, answered: Iterable[str] = ()) -> None:
         self._answered: set[str] = set(answered)
+        self._generated = 0
 
     def is_answered(self, call_id: str) -> bool:
         return call_id in self._answered
 
     def mark_answered(self, call_ids: Iterable[str]) -> None:
         self._answered.update(call_ids)
+
+    def _new_call_id(self, taken: set[str]) -> str:
+        """An id for a call the provider sent without one: deterministic, never answered."""
+        while True:
+            self._generated += 1
+            call_id = f"generated-{self._generated}"
+            if call_id not in self._answered and call_id not in taken:
+                return call_id
 
     def admit(self, calls: Sequence[FunctionCall]) -> Admission:
         seen: set[str] = set()
@@ -87,7 +95,7 @@ class CallIdDeduplicator:
         dropped = 0
         for call in calls:
             if not call.call_id:
-                call = attrs.evolve(call, call_id=f"generated-{uuid.uuid4().hex[:12]}")
+                call = attrs.evolve(call, call_id=self._new_call_id(seen))
             if call.call_id in seen:
                 dropped += 1
                 continue

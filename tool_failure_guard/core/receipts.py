@@ -4,22 +4,23 @@ Every terminal path of a call (normal settle, early error, permission refusal,
 cancellation, provider duplicate) queues exactly one :class:`CallRecord`
 stamped with its ``ordinal`` (index among the batch's de-duplicated calls) and
 a ``sequence`` (arrival counter).  When every admitted call has settled the
-session asks :meth:`ReceiptBuilder.build` for the narrow
+host asks :meth:`ReceiptBuilder.build` for the narrow
 :class:`guard.BatchReceipt`: records sorted by ordinal then sequence, and
 ``complete`` only when the record count and the ordinal set both equal the
 call count.  A terminal frame that arrives for an ordinal already recorded, or
-after the receipt was built, is a late duplicate: it is dropped, never counted.
+after the receipt was built, is a late duplicate: it is dropped, never counted
+(:attr:`ReceiptBuilder.dropped_frames` counts them).
+
+Hosts that know a model response's call ids up front use
+:class:`tool_failure_guard.core.settlement.BatchSettlement`, which keys this
+builder by call id.
 """
 
 from __future__ import annotations
 
-import logging
-
 import attrs
 
 from guard import BatchReceipt, Observation
-
-_log = logging.getLogger("session.receipts")
 
 
 @attrs.frozen(kw_only=True)
@@ -90,7 +91,6 @@ class ReceiptBuilder:
         """Queue the terminal record of the call at ``ordinal``; None if it is a late duplicate."""
         if self._closed or ordinal in self._ordinals:
             self._dropped += 1
-            _log.debug("dropped a late duplicate terminal frame for ordinal %d", ordinal)
             return None
         if not 0 <= ordinal < self._call_count:
             raise ValueError(f"ordinal {ordinal} is outside the batch of {self._call_count} calls")

@@ -1,0 +1,203 @@
+"""One run's protection: the object a host drives, from admission to the next action.
+
+A *run* is one interactive prompt (one ``Agent.run``, one ``session/prompt``):
+create one :class:`PromptProtection` per run, drop it when the run ends, so
+the guard and the other protections live exactly as long as the run::
+
+    protection = PromptProtection(mode)
+    while True:
+        calls = ...                               # the model response's function calls
+        admission = protection.admit(calls)       # de-duplicated; replays never execute
+        batch = protection.open_batch(admission)
+        for call in admission.calls:              # settle every call, on its path
+            batch.settle(outcome_of(call))        # tool_failure_guard.core.outcomes
+        action = protection.after_batch(batch, boundary)
+        if isinstance(action, Stop): ...          # no further model request
+        # Continue: function responses, then action.system_texts, then the next request
+
+Inside :meth:`PromptProtection.after_batch`, in the specification's order:
+
+1. a cancelled run keeps its settled results and skips the guard
+   (:class:`~tool_failure_guard.core.actions.PromptCancelled`);
+2. protections 1-2 (provider call-id replays, invalid parameters) may stop;
+3. the guard reduces the receipt with the input boundary (what arrived from
+   the user since the batch began: :data:`guard.InputBoundary`); ``stop``
+   stops as ``repeated_tool_execution_failure``, ``warn`` adds the reminder;
+4. protection 4 (the tool-call cap).
+
+A host whose input boundary needs IO between steps 2 and 3 (the ACP session's
+mid-turn drain) calls :meth:`PromptProtection.settled` and then
+:meth:`PromptProtection.at_boundary` instead.  The first stop is latched: the
+run's loop type is that protection's, and the object refuses further batches.
+Sans-IO: no files, sockets, clocks, randomness or global state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from guard import (
+    REPEATED_TOOL_FAILURE_REMINDER,
+    DecisionKind,
+    GuardMode,
+    InputBoundary,
+    RepeatedToolFailureGuard,
+)
+from tool_failure_guard.core.actions import (
+    STOP_NOTICES,
+    Action,
+    Continue,
+    GuardStep,
+    PromptCancelled,
+    Stop,
+)
+from tool_failure_guard.core.outcomes import FunctionCall
+from tool_failure_guard.core.protections import (
+    DEFAULT_TOOL_CALL_CAP,
+    LOOP_REPEATED_TOOL_FAILURE,
+    Admission,
+    CallIdDeduplicator,
+    PromptProtections,
+)
+from tool_failure_guard.core.settlement import BatchSettlement
+
+#: The boundary of a host with no mid-run user input: nothing arrived, reliably.
+QUIET_BOUNDARY = InputBoundary()
+
+
+class PromptProtection:
+    """The guard and the protections beside it for one run, driven by its host."""
+
+    def __init__(
+        self,
+        mode: GuardMode,
+        *,
+        dedup: CallIdDeduplicator | None = None,
+        tool_call_cap: int = DEFAULT_TOOL_CALL_CAP,
+    ) -> None:
+        """``dedup``: the session-wide answered call ids (a fresh one when None)."""
+        if not isinstance(mode, GuardMode):
+            raise TypeError(f"mode must be a GuardMode; got {mode!r}")
+        self._mode = mode
+        self._guard = RepeatedToolFailureGuard(mode)
+        self._protections = PromptProtections(
+            dedup if dedup is not None else CallIdDeduplicator(), tool_call_cap
+        )
+        self._pending: BatchSettlement | None = None
+        self._stop: Stop | None = None
+        self._batches = 0
+        self._guarded = 0
+
+    @property
+    def mode(self) -> GuardMode:
+        return self._mode
+
+    @property
+    def guard(self) -> RepeatedToolFailureGuard:
+        """The run's guard (read-only use: its phase and counts, for telemetry)."""
+        return self._guard
+
+    @property
+    def protections(self) -> PromptProtections:
+        return self._protections
+
+    @property
+    def loop_type(self) -> str | None:
+        """The loop type of the first protection that stopped the run, if any."""
+        return self._protections.latch.loop_type
+
+    @property
+    def stopped(self) -> Stop | None:
+        """The stop that ended the run, if one did."""
+        return self._stop
+
+    @property
+    def batches(self) -> int:
+        """Settled batches so far (cancelled ones included)."""
+        return self._batches
+
+    def admit(self, calls: Sequence[FunctionCall]) -> Admission:
+        """De-duplicate one model response's calls (same-batch duplicates dropped)."""
+        if self._stop is not None:
+            raise RuntimeError(
+                f"this run was stopped ({self._stop.loop_type}): no further model request "
+                "may be made, so there is no batch to admit"
+            )
+        if self._pending is not None:
+            raise RuntimeError(
+                "the previous batch still waits for its input boundary: call at_boundary()"
+            )
+        return self._protections.admit(calls)
+
+    def open_batch(self, admission: Admission) -> BatchSettlement:
+        """The settlement that collects ``admission``'s outcomes by call id."""
+        return BatchSettlement(admission)
+
+    def after_batch(
+        self,
+        batch: BatchSettlement,
+        boundary: InputBoundary = QUIET_BOUNDARY,
+        *,
+        cancelled: bool = False,
+    ) -> Action:
+        """The action for one settled batch, when its input boundary is already known."""
+        early = self.settled(batch, cancelled=cancelled)
+        if early is not None:
+            return early
+        return self.at_boundary(boundary)
+
+    def settled(self, batch: BatchSettlement, *, cancelled: bool = False) -> Action | None:
+        """Steps 1-2 for a settled batch: a stop or cancel, or None (then :meth:`at_boundary`)."""
+        if self._stop is not None:
+            raise RuntimeError(f"this run was stopped ({self._stop.loop_type})")
+        if self._pending is not None:
+            raise RuntimeError("the previous batch still waits for its input boundary")
+        batch.receipt()  # close it: a later outcome is a late duplicate
+        self._batches += 1
+        self._protections.dedup.mark_answered(call.call_id for call in batch.calls)
+        if cancelled:
+            return PromptCancelled()
+        loop_type = self._protections.before_guard(batch.admission, batch.settled())
+        if loop_type is not None:
+            return self._stopping(loop_type, None)
+        self._pending = batch
+        return None
+
+    def at_boundary(self, boundary: InputBoundary, *, cancelled: bool = False) -> Action:
+        """Steps 3-4 for the batch :meth:`settled` let through, with its input boundary."""
+        batch = self._pending
+        if batch is None:
+            raise RuntimeError("no settled batch waits for an input boundary: call settled()")
+        self._pending = None
+        if cancelled:
+            return PromptCancelled()
+        guard = self._guard
+        failure_count_before, batch_count_before = guard.failure_count, guard.batch_count
+        receipt = batch.receipt()
+        decision = guard.observe(receipt, boundary)
+        self._guarded += 1
+        step = GuardStep(
+            mode=self._mode,
+            decision=decision,
+            receipt=receipt,
+            boundary=boundary,
+            batch_ordinal=self._batches,
+            failure_count_before=failure_count_before,
+            batch_count_before=batch_count_before,
+            failure_count=guard.failure_count,
+            batch_count=guard.batch_count,
+        )
+        if decision.kind is DecisionKind.STOP:
+            return self._stopping(LOOP_REPEATED_TOOL_FAILURE, step)
+        loop_type = self._protections.after_guard(batch.executed)
+        if loop_type is not None:
+            return self._stopping(loop_type, step)
+        texts = (REPEATED_TOOL_FAILURE_REMINDER,) if decision.kind is DecisionKind.WARN else ()
+        return Continue(system_texts=texts, guard_step=step)
+
+    def _stopping(self, loop_type: str, step: GuardStep | None) -> Stop:
+        first = self._protections.latch.record(loop_type)
+        self._stop = Stop(
+            loop_type=loop_type, notice=STOP_NOTICES[loop_type], first=first, guard_step=step
+        )
+        return self._stop
