@@ -55,6 +55,13 @@ from guard import (
 if TYPE_CHECKING:
     from opentelemetry.sdk.resources import Resource
 
+#: The route of the ACP session's foreground prompts.
+ROUTE: Final = "acp_foreground"
+#: The routes of the framework adapters (``tool_failure_guard.integrations``): one per host.
+FRAMEWORK_ROUTES: Final = frozenset({"pydantic_ai", "openai_agents", "langchain"})
+#: Every route the guard runs on: the ACP session's and each framework adapter's.
+GUARD_ROUTES: Final = frozenset({ROUTE}) | FRAMEWORK_ROUTES
+
 
 class GuardTelemetry(Protocol):
     """What the session reports.  Implementations must not raise (the session guards anyway)."""
@@ -70,11 +77,13 @@ class GuardTelemetry(Protocol):
         batch_count_before: int,
         receipt: BatchReceipt,
         batch_ordinal: int = 0,
+        route: str = ROUTE,
     ) -> None:
         """One guard transition whose decision kind is not ``none`` (mode is never off).
 
         ``batch_ordinal`` (1-based within the prompt; 0: not known) joins the
-        transition to the prompt's per-call records.
+        transition to the prompt's per-call records; ``route`` names the host
+        (:data:`GUARD_ROUTES`; anything else is labelled ``other``).
         """
 
     def loop_detected(self, *, prompt_id: str, loop_type: str) -> None:
@@ -161,6 +170,7 @@ class NullTelemetry:
         batch_count_before: int,
         receipt: BatchReceipt,
         batch_ordinal: int = 0,
+        route: str = ROUTE,
     ) -> None:
         return None
 
@@ -208,8 +218,6 @@ SESSION_CLOSED_EVENT: Final = "tool_failure_guard.session_closed"
 #: Counter: one increment per settled tool call, by execution status (the execution SLI).
 TOOL_CALL_COUNTER: Final = "tool_failure_guard.tool_call.execution.count"
 
-#: The only route the guard runs on in this version.
-ROUTE: Final = "acp_foreground"
 #: The loop type of this guard's stop: OpenTelemetry only, never product analytics.
 REPEATED_TOOL_EXECUTION_FAILURE: Final = "repeated_tool_execution_failure"
 #: Loop types whose event must never reach the product-analytics destination.
@@ -243,7 +251,7 @@ _CANDIDATE_KINDS: Final = frozenset(DECISION_LABELS) - {DecisionKind.RESET}
 #: resets; ``terminal_status``/``execution_status`` only when the batch had exactly one
 #: eligible key; ``tool_type`` only then and only when its entries all agree.
 GUARD_METRIC_ATTRIBUTE_VALUES: Final[Mapping[str, frozenset[str]]] = {
-    "route": frozenset({ROUTE}),
+    "route": GUARD_ROUTES | {_OTHER},
     "mode": frozenset({GuardMode.SHADOW.value, GuardMode.WARN.value, GuardMode.ENFORCE.value}),
     "phase_before": frozenset(phase.value for phase in Phase),
     "phase_after": frozenset(phase.value for phase in Phase),
@@ -267,7 +275,7 @@ TOOL_CALL_ATTRIBUTE_VALUES: Final[Mapping[str, frozenset[str]]] = {
     "tool_type": frozenset({"native", "mcp", _UNKNOWN}),
 }
 #: Routes of the prompt record: the guard's route, or a channel bridge's prompt (mode off).
-PROMPT_ROUTES: Final = frozenset({ROUTE, "channel"})
+PROMPT_ROUTES: Final = GUARD_ROUTES | {"channel"}
 #: Stop reasons of the prompt record (ACP's, plus ``error`` for a prompt that raised).
 PROMPT_STOP_REASONS: Final = frozenset(
     {"end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled", "error"}
@@ -429,11 +437,12 @@ class OpenTelemetrySink:
         batch_count_before: int,
         receipt: BatchReceipt,
         batch_ordinal: int = 0,
+        route: str = ROUTE,
     ) -> None:
         """Count the transition and log it; ``none`` and mode ``off`` emit nothing."""
         try:
             fields = self._transition_fields(
-                mode, decision, guard, failure_count_before, batch_count_before
+                mode, decision, guard, failure_count_before, batch_count_before, route
             )
             if fields is None:
                 return
@@ -615,6 +624,7 @@ class OpenTelemetrySink:
         guard: RepeatedToolFailureGuard,
         failure_count_before: int,
         batch_count_before: int,
+        route: str = ROUTE,
     ) -> tuple[dict[str, str], FailureKey | None] | None:
         """The metric labels of one transition and its candidate key; None if nothing is emitted."""
         mode_label = GuardMode(mode).value
@@ -627,7 +637,7 @@ class OpenTelemetrySink:
         else:
             failures, batches = guard.failure_count, guard.batch_count
         labels = {
-            "route": ROUTE,
+            "route": _bounded(route, GUARD_ROUTES, _OTHER),
             "mode": mode_label,
             "phase_before": Phase(decision.phase_before).value,
             "phase_after": Phase(decision.phase_after).value,

@@ -121,7 +121,7 @@ def run_prompt(
 
 def test_documented_label_sets_are_exactly_the_issues() -> None:
     assert {k: set(v) for k, v in telemetry.GUARD_METRIC_ATTRIBUTE_VALUES.items()} == {
-        "route": {"acp_foreground"},
+        "route": {"acp_foreground", "pydantic_ai", "openai_agents", "langchain", "other"},
         "mode": {"shadow", "warn", "enforce"},
         "phase_before": {"idle", "tracking", "warned", "latched"},
         "phase_after": {"idle", "tracking", "warned", "latched"},

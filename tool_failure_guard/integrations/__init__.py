@@ -1,0 +1,12 @@
+"""Framework adapters: the guard inside agents built on popular Python frameworks.
+
+Each adapter is one more *host* of :mod:`tool_failure_guard.core`: it maps the
+framework's events onto the core's calls and applies the core's actions; no
+adapter re-implements a rule.  Each lives behind its own optional extra and is
+never imported by the agent, the core or :mod:`tool_failure_guard` itself:
+
+- ``tool_failure_guard.integrations.pydantic_ai`` (``pip install
+  'tool-failure-guard[pydantic-ai]'``): ``RepeatedToolFailureCapability``.
+
+``docs/integrations.md`` has one section per framework, with its outcome table.
+"""
