@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,7 +45,13 @@ from pydantic_graph import End
 
 from guard import GuardMode
 from session.telemetry import GuardTelemetry, NullTelemetry
-from tool_failure_guard.core import DEFAULT_TOOL_CALL_CAP, Continue, Stop, provider_duplicate
+from tool_failure_guard.core import (
+    DEFAULT_TOOL_CALL_CAP,
+    Action,
+    Continue,
+    Stop,
+    provider_duplicate,
+)
 from tool_failure_guard.integrations.pydantic_ai._run import (
     GuardedRun,
     answered_call_ids,
@@ -69,11 +76,15 @@ class RepeatedToolFailureCapability(AbstractCapability[Any]):
     here, with the agent's default ``shadow``.  ``telemetry``: a sink of the
     agent's (``session.telemetry.build_telemetry``); records carry ``route``
     ``pydantic_ai``.  ``tool_call_cap``: the per-run tool-call cap.
+    ``on_batch``: called with each settled batch's 1-based ordinal and the
+    core's action (``.decision`` is the guard's, None when it was not
+    consulted); it observes only, and what it raises is logged and ignored.
     """
 
     mode: GuardMode | str | None = None
     telemetry: GuardTelemetry | None = field(default=None, repr=False)
     tool_call_cap: int = DEFAULT_TOOL_CALL_CAP
+    on_batch: Callable[[int, Action], None] | None = field(default=None, repr=False)
     _mode: GuardMode = field(init=False, repr=False, compare=False)
     _run: GuardedRun | None = field(default=None, init=False, repr=False, compare=False)
 
@@ -102,6 +113,7 @@ class RepeatedToolFailureCapability(AbstractCapability[Any]):
             tool_call_cap=self.tool_call_cap,
             prompt_id=ctx.run_id or str(uuid.uuid4()),
             answered=answered_call_ids(ctx.messages),
+            on_batch=self.on_batch,
         )
         return fresh
 

@@ -57,9 +57,10 @@ TOOL_REFUSED = "tool_refused"
 def execution_error_type(exc: BaseException) -> str:
     """The core's rule (:func:`~tool_failure_guard.core.error_type_of`), then the framework signals.
 
-    An ``error_type`` attribute wins, then the builtin class table; only an
-    exception the core would call ``unhandled_exception`` is looked up in
-    :data:`SIGNAL_ERROR_TYPES` along its class hierarchy.
+    An ``error_type`` attribute wins, then the builtin class table.  A
+    framework signal (:data:`SIGNAL_ERROR_TYPES`) the core would call
+    ``unhandled_exception`` takes the classified type of the exception it was
+    raised from (``raise ToolFailed(...) from exc``), else its own signal type.
     """
     found = error_type_of(exc)
     if found != UNHANDLED_EXCEPTION:
@@ -67,6 +68,11 @@ def execution_error_type(exc: BaseException) -> str:
     for cls in type(exc).__mro__:
         signal = SIGNAL_ERROR_TYPES.get(cls)
         if signal is not None:
+            cause = exc.__cause__
+            if cause is not None and not isinstance(cause, tuple(SIGNAL_ERROR_TYPES)):
+                from_cause = error_type_of(cause)
+                if from_cause != UNHANDLED_EXCEPTION:
+                    return from_cause
             return signal
     return found
 
@@ -189,7 +195,8 @@ OUTCOME_ROWS: tuple[Row, ...] = (
         what="the tool raised `ToolFailed`",
         terminal="error",
         execution="error",
-        error_type="its `error_type`, else `tool_failed`",
+        error_type="its `error_type`, else its cause's (`raise ToolFailed(...) from exc`), "
+        "else `tool_failed`",
         sample_execution=_raised("tool_failed"),
         sample_returned=_FAILED,
     ),
@@ -197,7 +204,7 @@ OUTCOME_ROWS: tuple[Row, ...] = (
         what="the tool raised `ModelRetry` (within or past its retries budget)",
         terminal="error",
         execution="error",
-        error_type="its `error_type`, else `tool_retry`",
+        error_type="its `error_type`, else its cause's, else `tool_retry`",
         sample_execution=_raised("tool_retry"),
         sample_returned=_RETRIED,
     ),

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 
-from guard import RepeatedToolFailureGuard
+from guard import DecisionKind, RepeatedToolFailureGuard
 from session.telemetry import CallRecord as SettledCall
 from session.telemetry import GuardTelemetry, OutcomeTelemetry, PromptOutcome
 from tool_failure_guard.core import Action, CallOutcome, Stop
@@ -66,7 +66,7 @@ class RunReport:
                 )
                 _guarded("call_settled", _record_emitter(sink, record))
         step = getattr(action, "guard_step", None)
-        if step is not None:
+        if step is not None and step.decision.kind is not DecisionKind.NONE:
             _guarded(
                 "guard_decision",
                 lambda: sink.guard_decision(

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import attrs
 from pydantic_ai.messages import (
@@ -92,6 +92,7 @@ class GuardedRun:
         tool_call_cap: int,
         prompt_id: str,
         answered: Iterable[str] = (),
+        on_batch: Callable[[int, Action], None] | None = None,
     ) -> None:
         self.mode = mode
         self.tool_call_cap = tool_call_cap
@@ -101,6 +102,7 @@ class GuardedRun:
             mode, dedup=CallIdDeduplicator(answered), tool_call_cap=tool_call_cap
         )
         self.report = RunReport(telemetry, prompt_id)
+        self._on_batch = on_batch
         self.started = time.monotonic()
         self.stop: Stop | None = None
         self.model_turns = 0
@@ -213,6 +215,13 @@ class GuardedRun:
         )
         if isinstance(action, Stop):
             self.stop = action
+        if self._on_batch is not None:
+            try:
+                self._on_batch(self.protection.batches, action)
+            except Exception as error:  # an observer never changes the run
+                _log.warning(
+                    "pydantic_ai adapter: on_batch raised %s; ignored", type(error).__name__
+                )
         self._executions.clear()
         self._invalid.clear()
         return action
