@@ -175,7 +175,7 @@ def daily_rates(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str, float, f
 
 # -- gates ----------------------------------------------------------------------
 
-_OWNER_SUMS = """
+_OWNER_SUMS = f"""
 SELECT owner,
        count(*)::DOUBLE AS n,
        sum(completed::INT)::DOUBLE AS completed,
@@ -195,7 +195,7 @@ SELECT owner,
        coalesce(sum(tool_calls - calls_after_would_stop) FILTER (WHERE would_stop), 0)::DOUBLE
            AS calls_to_would_stop
 FROM prompt_facts
-WHERE environment = ? AND mode = ? AND drain_supported AND route = 'acp_foreground'
+WHERE environment = ? AND mode = ? AND drain_supported AND {sql.GUARDED_ROUTE}
 GROUP BY owner ORDER BY owner
 """
 _COLUMNS = (
@@ -231,8 +231,8 @@ def _latencies(
 ) -> tuple[Array, npt.NDArray[np.int64]]:
     index = {o: i for i, o in enumerate(owners)}
     arrow = con.execute(
-        """SELECT owner, wall_time_ms FROM prompt_facts
-           WHERE environment = ? AND mode = ? AND drain_supported AND route = 'acp_foreground'""",
+        "SELECT owner, wall_time_ms FROM prompt_facts WHERE environment = ? AND mode = ? "
+        f"AND drain_supported AND {sql.GUARDED_ROUTE}",
         [env, mode],
     ).fetchnumpy()
     values = np.asarray(arrow["wall_time_ms"], dtype=np.float64)
@@ -490,7 +490,9 @@ def _before_after(con: duckdb.DuckDBPyConnection, env: str) -> dict[str, Any]:
                   list(DISTINCT service_version ORDER BY service_version)
            FROM prompt_facts
            WHERE environment = ? AND mode IN ('shadow', 'warn') AND drain_supported
-             AND route = 'acp_foreground'
+             AND """
+        + sql.GUARDED_ROUTE
+        + """
            GROUP BY mode""",
         [env],
     ).fetchall()

@@ -25,14 +25,18 @@ from typing import Final
 
 # The record names are the agent's own (one declaration, in session.telemetry).
 from session.telemetry import GUARD_LOG_EVENT as GUARD_EVENT
-from session.telemetry import LOOP_DETECTED_EVENT as LOOP_EVENT
 from session.telemetry import (
+    GUARD_ROUTES,
     PROMPT_EVENT,
     REPEATED_TOOL_EXECUTION_FAILURE,
     SESSION_CLOSED_EVENT,
     TOOL_CALL_EVENT,
 )
+from session.telemetry import LOOP_DETECTED_EVENT as LOOP_EVENT
 
+#: The prompts the gates compare: every guard host's (the ACP session's and each framework
+#: adapter's), never a channel bridge's.
+GUARDED_ROUTE: Final = "route IN ({})".format(", ".join(f"'{r}'" for r in sorted(GUARD_ROUTES)))
 #: Decisions that counted a candidate (the batch had exactly one eligible key).
 CANDIDATE_DECISIONS: Final = ("tracked", "would_warn", "warned", "would_stop", "stopped")
 #: Minutes within which a disconnect or a new prompt counts against the prompt before it.
