@@ -6,44 +6,49 @@ sees each call start as ``pending`` (which covers awaiting permission), move to
 ``completed`` or ``failed`` (a call that never starts goes from ``pending``
 straight to ``failed``); the receipt builder gets exactly one record per
 admitted call (provider duplicates included, never executed), so the
-receipt's completeness can be proven when the batch is over.  Results are
+receipt's completeness can be proven when the batch is over (the core's
+:class:`~tool_failure_guard.core.settlement.BatchSettlement`).  Results are
 returned in the model's call order, whatever order the calls settled in.
+
+The step needs only a :class:`BatchHost` (the session satisfies it): it never
+imports the session or the prompt.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from acp import start_tool_call, text_block, tool_content, update_tool_call
 
-from session.executor import CallOutcome, FunctionCall
+from session.executor import CallOutcome, Executor, FunctionCall
 from session.history import Part
-from tool_failure_guard.core.protections import Admission
-from tool_failure_guard.core.receipts import ReceiptBuilder
-
-if TYPE_CHECKING:
-    from session.loop import GuardedSession
+from session.telemetry import GuardTelemetry
+from tool_failure_guard.core import outcomes
+from tool_failure_guard.core.settlement import BatchSettlement
 
 _log = logging.getLogger("session.batch")
 
 
-def settle(
-    builder: ReceiptBuilder, ordinal: int, outcome: CallOutcome, *, provider_duplicate: bool = False
-) -> None:
-    """Queue the terminal record of ``outcome``: only the narrow receipt fields cross over."""
-    builder.settle(
-        ordinal=ordinal,
-        call_id=outcome.call_id,
-        policy_tool_name=outcome.policy_tool_name,
-        tool_type=outcome.tool_type,
-        terminal_status=outcome.terminal_status,
-        execution_status=outcome.execution_status,
-        execution_error_type=outcome.execution_error_type,
-        provider_duplicate=provider_duplicate,
-    )
+class BatchHost(Protocol):
+    """What running a batch needs of its session."""
+
+    @property
+    def executor(self) -> Executor: ...
+
+    @property
+    def cancel_event(self) -> asyncio.Event: ...
+
+    @property
+    def telemetry(self) -> GuardTelemetry: ...
+
+    async def emit(self, update: Any) -> None: ...
+
+    def record_settled(self, part: Part) -> None: ...
+
+    def report(self, label: str, call: Callable[[], object]) -> None: ...
 
 
 def response_part(outcome: CallOutcome, duplicate: bool = False) -> Part:
@@ -64,40 +69,30 @@ def tool_status(outcome: CallOutcome) -> str:
     return "completed" if outcome.terminal_status == "success" else "failed"
 
 
-def provider_duplicate_outcome(session: GuardedSession, call: FunctionCall) -> CallOutcome:
+def provider_duplicate_outcome(executor: Executor, call: FunctionCall) -> CallOutcome:
     """A replayed call id that history already answered: recorded, never executed."""
-    tool = session.executor.resolve(call.name)
-    return CallOutcome(
-        call_id=call.call_id,
-        name=call.name,
-        policy_tool_name=tool.name if tool is not None else None,
-        tool_type=tool.tool_type if tool is not None else None,
-        terminal_status="error",
-        execution_status="not_started",
-        execution_error_type=None,
-        error_type="duplicate_call_id",
-        output="this call id was already answered; it was not executed again",
-    )
+    tool = executor.resolve(call.name)
+    if tool is None:
+        return outcomes.provider_duplicate(call)
+    return outcomes.provider_duplicate(call, tool=tool.name, tool_type=tool.tool_type)
 
 
-async def tell(session: GuardedSession, update: Any) -> None:
+async def tell(host: BatchHost, update: Any) -> None:
     """Send one update; a closed connection is logged, never allowed to lose an outcome."""
     try:
-        await session._emit(update)
+        await host.emit(update)
     except (ConnectionError, OSError) as exc:
         _log.warning("could not send a tool call update: %s", exc)
 
 
-async def run_batch(
-    session: GuardedSession, admission: Admission
-) -> tuple[list[CallOutcome | None], ReceiptBuilder]:
-    """Run every admitted call concurrently; return outcomes in the model's order.
+async def run_batch(host: BatchHost, batch: BatchSettlement) -> None:
+    """Run every call of ``batch`` concurrently, settling each into it.
 
-    An outcome is None only when its call raised instead of settling; the
-    receipt then lacks that record and cannot be proven complete.
+    A call that raised instead of settling has no outcome in ``batch``: the
+    receipt then cannot be proven complete.
     """
-    s = session
-    builder = ReceiptBuilder(len(admission.calls))
+    s = host
+    admission = batch.admission
     for call in admission.executable:
         tool = s.executor.resolve(call.name)
         await tell(
@@ -111,10 +106,10 @@ async def run_batch(
             ),
         )
 
-    async def run_one(ordinal: int, call: FunctionCall) -> CallOutcome:
+    async def run_one(call: FunctionCall) -> CallOutcome:
         if call.call_id in admission.provider_duplicates:
-            outcome = provider_duplicate_outcome(s, call)
-            settle(builder, ordinal, outcome, provider_duplicate=True)
+            outcome = provider_duplicate_outcome(s.executor, call)
+            batch.settle(outcome)
             s.record_settled(response_part(outcome, duplicate=True))
             return outcome
 
@@ -122,8 +117,8 @@ async def run_batch(
             await tell(s, update_tool_call(call.call_id, status="in_progress"))
 
         # in_progress only once the call is allowed: it stays pending while asked.
-        outcome = await s.executor.execute(call, s._cancelled, on_start=started)
-        settle(builder, ordinal, outcome)
+        outcome = await s.executor.execute(call, s.cancel_event, on_start=started)
+        batch.settle(outcome)
         s.record_settled(response_part(outcome))  # durable before anyone is told
         s.report(
             "tool_call_settled",
@@ -148,24 +143,18 @@ async def run_batch(
         return outcome
 
     results = await asyncio.gather(
-        *(run_one(ordinal, call) for ordinal, call in enumerate(admission.calls)),
-        return_exceptions=True,
+        *(run_one(call) for call in admission.calls), return_exceptions=True
     )
-    outcomes: list[CallOutcome | None] = []
     for call, result in zip(admission.calls, results, strict=True):
         if isinstance(result, BaseException):
             # No record for this call: the receipt cannot be proven complete.
             _log.error("call %s did not settle cleanly: %r", call.call_id, result)
-            outcomes.append(None)
-        else:
-            outcomes.append(result)
-    return outcomes, builder
 
 
-def responses(admission: Admission, outcomes: Sequence[CallOutcome | None]) -> list[Part]:
+def responses(batch: BatchSettlement) -> list[Part]:
     """One function response per admitted call, in the model's order."""
     parts = []
-    for call, outcome in zip(admission.calls, outcomes, strict=True):
+    for call, outcome in zip(batch.calls, batch.outcomes(), strict=True):
         if outcome is None:
             parts.append(
                 Part(
@@ -178,5 +167,5 @@ def responses(admission: Admission, outcomes: Sequence[CallOutcome | None]) -> l
                 )
             )
         else:
-            parts.append(response_part(outcome, call.call_id in admission.provider_duplicates))
+            parts.append(response_part(outcome, batch.is_provider_duplicate(call.call_id)))
     return parts

@@ -1,6 +1,8 @@
-"""After a batch has settled: protections, the input boundary, the guard, the next message.
+"""After a batch has settled: the core's decision, the input boundary, the next message.
 
-In order, exactly as the specification places them:
+The rules live in the host-neutral core
+(:class:`tool_failure_guard.core.PromptProtection`); this step does the ACP
+session's IO around them, in the specification's order:
 
 1. a cancelled prompt keeps its settled results and skips the guard;
 2. protections 1-2 (provider duplicates, invalid parameters) may stop first;
@@ -8,60 +10,70 @@ In order, exactly as the specification places them:
 4. the guard reduces the receipt with that boundary; ``stop`` ends the prompt;
 5. protection 4 (the tool-call cap);
 6. otherwise the next model message: [function responses, todo reminder,
-   REMINDER on ``warn``, mid-turn input].
+   the core's system texts (the REMINDER on ``warn``), mid-turn input].
 
 A stop suspends the todo stop guard, persists the responses and the fixed stop
 notice before anything is reported, emits the notice once and opens no further
-model stream.
+model stream.  The step sees its prompt only through :class:`BoundaryHost`.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from acp import update_agent_message_text, update_user_message_text
 from acp.schema import PromptResponse
 
-from guard import (
-    REPEATED_TOOL_FAILURE_REMINDER,
-    REPEATED_TOOL_FAILURE_STOP_MESSAGE,
-    DecisionKind,
-    GuardMode,
-)
-from session import batch, outcome
-from session.drain import QUEUED_INPUT_PREFIX, DrainResult
-from session.executor import CallOutcome
+from guard import GuardMode
+from session import batch
+from session.drain import QUEUED_INPUT_PREFIX, DrainResult, MidTurnInput
 from session.history import Part
 from session.model import ModelTurn, TodoItem
-from tool_failure_guard.core.protections import (
-    LOOP_INVALID_TOOL_PARAMS,
-    LOOP_PROVIDER_DUPLICATE,
-    LOOP_REPEATED_TOOL_FAILURE,
+from tool_failure_guard.core import (
     LOOP_TOOL_CALL_CAP,
-    Admission,
+    STOP_NOTICES,
+    BatchSettlement,
+    GuardStep,
+    PromptCancelled,
+    PromptProtection,
+    Stop,
 )
-from tool_failure_guard.core.receipts import ReceiptBuilder
 
-if TYPE_CHECKING:
-    from session.prompt import PromptRun
+__all__ = ["STOP_NOTICES", "BoundaryHost", "after_batch", "stop", "todo_reminder"]
 
-#: What the user sees when a protection other than this guard stops a prompt.
-STOP_NOTICES = {
-    LOOP_REPEATED_TOOL_FAILURE: REPEATED_TOOL_FAILURE_STOP_MESSAGE,
-    LOOP_PROVIDER_DUPLICATE: (
-        "System: Automatic continuation stopped because the model kept replaying tool calls "
-        "that were already answered. New user input is required to continue."
-    ),
-    LOOP_INVALID_TOOL_PARAMS: (
-        "System: Automatic continuation stopped because the model kept calling a tool with "
-        "invalid parameters. New user input is required to continue."
-    ),
-    LOOP_TOOL_CALL_CAP: (
-        "System: Automatic continuation stopped because this prompt reached its tool-call "
-        "limit. New user input is required to continue."
-    ),
-}
+
+class BoundaryHost(Protocol):
+    """What the boundary step needs of its prompt (``session.prompt.PromptRun``)."""
+
+    @property
+    def protection(self) -> PromptProtection: ...
+
+    @property
+    def mode(self) -> GuardMode: ...
+
+    @property
+    def drain(self) -> MidTurnInput: ...
+
+    @property
+    def cancel_event(self) -> asyncio.Event: ...
+
+    def batch_settled(self, settled: BatchSettlement) -> None:
+        """Count the batch and report its per-call records."""
+
+    def guard_reduced(self, step: GuardStep, drained: DrainResult) -> None:
+        """Report one guard reduction (the decision table row and the telemetry)."""
+
+    def loop_detected(self, loop_type: str) -> None: ...
+
+    def suspend_continuations(self) -> None: ...
+
+    def record_results(self, parts: Sequence[Part]) -> None: ...
+
+    async def emit(self, update: Any) -> None: ...
+
+    def end(self, stop_reason: str, loop_type: str | None = None) -> PromptResponse: ...
 
 
 def todo_reminder(todos: Sequence[TodoItem]) -> str:
@@ -70,76 +82,63 @@ def todo_reminder(todos: Sequence[TodoItem]) -> str:
 
 
 async def after_batch(
-    run: PromptRun,
-    admission: Admission,
-    outcomes: list[CallOutcome | None],
-    builder: ReceiptBuilder,
-    turn: ModelTurn,
+    host: BoundaryHost, settled: BatchSettlement, turn: ModelTurn
 ) -> PromptResponse | None:
     """Act on one settled batch; a response ends the prompt, None continues it."""
-    s = run.session
-    receipt = builder.build()
-    outcome.report_calls(run, admission, outcomes)
-    responses = batch.responses(admission, outcomes)
-    if s._cancelled.is_set():
+    protection = host.protection
+    cancelled = host.cancel_event
+    host.batch_settled(settled)
+    responses = batch.responses(settled)
+    early = protection.settled(settled, cancelled=cancelled.is_set())
+    if isinstance(early, PromptCancelled):
         # A cancelled prompt keeps its settled results and skips the guard.
-        s._record(run.results_message(responses))
-        return run.end("cancelled")
-    settled = [o for o in outcomes if o is not None]
-    loop_type = run.protections.before_guard(admission, settled)
-    if loop_type is not None:
-        return await stop(run, loop_type, responses)
+        host.record_results(responses)
+        return host.end("cancelled")
+    if isinstance(early, Stop):
+        return await stop(host, early, responses)
 
-    drained = await s.drain.drain(
-        watch_queued_prompt=run.mode is not GuardMode.OFF, cancelled=s._cancelled
+    drained = await host.drain.drain(
+        watch_queued_prompt=host.mode is not GuardMode.OFF, cancelled=cancelled
     )
-    if s._cancelled.is_set():
-        # Cancellation arrived while the host answered the drain (or instead of its
-        # answer: the wait is raced against it): it still wins over any guard decision,
-        # and what was drained goes back to the queue; a late answer joins it later.
-        if drained.messages:
-            s.drain.requeue(drained.messages)
-        s._record(run.results_message(responses))
-        return run.end("cancelled")
+    # Cancellation that arrived while the host answered the drain (or instead of its
+    # answer: the wait is raced against it) still wins over any guard decision.
     # The queued-prompt answer feeds the guard's boundary only: acting on it here would
     # make shadow (which asks for it) continue differently from off (which does not).
-    decision = run.observe(receipt, drained)
-    if decision.kind is DecisionKind.STOP:
-        return await stop(run, LOOP_REPEATED_TOOL_FAILURE, responses, drained)
-    loop_type = run.protections.after_guard(len(admission.executable))
-    if loop_type is not None:
-        return await stop(run, loop_type, responses, drained)
+    action = protection.at_boundary(drained.boundary(), cancelled=cancelled.is_set())
+    if isinstance(action, PromptCancelled):
+        if drained.messages:  # what was drained goes back to the queue
+            host.drain.requeue(drained.messages)
+        host.record_results(responses)
+        return host.end("cancelled")
+    if action.guard_step is not None:
+        host.guard_reduced(action.guard_step, drained)
+    if isinstance(action, Stop):
+        return await stop(host, action, responses, drained)
 
     parts = list(responses)
     if turn.todos is not None and any(item.open for item in turn.todos):
         parts.append(Part(kind="system", text=todo_reminder(turn.todos)))
-    if decision.kind is DecisionKind.WARN:
-        parts.append(Part(kind="system", text=REPEATED_TOOL_FAILURE_REMINDER))
+    parts.extend(Part(kind="system", text=text) for text in action.system_texts)
     parts.extend(
         Part(kind="queued_input", text=QUEUED_INPUT_PREFIX + text) for text in drained.messages
     )
-    s._record(run.results_message(parts))
+    host.record_results(parts)
     for text in drained.messages:
-        await s._emit(update_user_message_text(QUEUED_INPUT_PREFIX + text))
+        await host.emit(update_user_message_text(QUEUED_INPUT_PREFIX + text))
     return None
 
 
 async def stop(
-    run: PromptRun, loop_type: str, responses: list[Part], drained: DrainResult | None = None
+    host: BoundaryHost, action: Stop, responses: list[Part], drained: DrainResult | None = None
 ) -> PromptResponse:
-    """End the prompt for ``loop_type``: persisted first, reported once, no new model stream."""
-    s = run.session
-    run.todo_guard.suspend()
+    """End the prompt for ``action``: persisted first, reported once, no new model stream."""
+    host.suspend_continuations()
     if drained is not None and drained.messages:
-        s.drain.requeue(drained.messages)  # queued input stays queued
-    notice = STOP_NOTICES[loop_type]
+        host.drain.requeue(drained.messages)  # queued input stays queued
     # Persist first: a stop that was not recorded is never reported.
-    s._record(run.results_message([*responses, Part(kind="notice", text=notice)]))
-    if run.protections.latch.record(loop_type):
-        s.report(
-            "loop_detected",
-            lambda: s.telemetry.loop_detected(prompt_id=run.prompt_id, loop_type=loop_type),
-        )
-    await s._emit(update_agent_message_text(notice))
-    stop_reason = "max_turn_requests" if loop_type == LOOP_TOOL_CALL_CAP else "end_turn"
-    return run.end(stop_reason, loop_type)
+    host.record_results([*responses, Part(kind="notice", text=action.notice)])
+    if action.first:
+        host.loop_detected(action.loop_type)
+    await host.emit(update_agent_message_text(action.notice))
+    stop_reason = "max_turn_requests" if action.loop_type == LOOP_TOOL_CALL_CAP else "end_turn"
+    return host.end(stop_reason, action.loop_type)

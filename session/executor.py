@@ -13,7 +13,7 @@ permission request failed               error       not_started permission_reque
 ``session/cancel`` before execution     cancelled   not_started (none)
 execution returns output                success     success     (none)
 execution raises a typed ToolError      error       error       the tool's type
-execution raises without a type         error       error       unhandled_exception
+execution raises anything else          error       error       core ``error_type_of``
 the backend refuses before executing    error       not_started its reason (MCP -32602)
 an MCP tool's classified failure        error       error       mcp_* (see mcp_tools.py)
 any other execution failure of MCP      error       error       mcp_tool_error
@@ -49,7 +49,8 @@ from session.tools import (
     check_arguments,
     schema_validator,
 )
-from tool_failure_guard.core.outcomes import CallOutcome, FunctionCall
+from tool_failure_guard.core import outcomes
+from tool_failure_guard.core.outcomes import CallOutcome, FunctionCall, error_type_of
 
 __all__ = [  # FunctionCall and CallOutcome live in the core; re-exported for existing imports
     "MAX_RESPONSE_CHARS",
@@ -191,8 +192,8 @@ class Executor:
         except ToolError as exc:
             execution_error_type = exc.error_type
             message = str(exc)
-        except Exception as exc:  # a raise without a type
-            execution_error_type = "unhandled_exception"
+        except Exception as exc:  # typed by the core's rule (error_type, class table, else
+            execution_error_type = error_type_of(exc)  # unhandled_exception), like every host
             message = f"{type(exc).__name__}: {exc}"
             _log.warning("tool %s raised %s", tool.name, type(exc).__name__)
         if (
@@ -274,30 +275,19 @@ def _not_started(
     error_type: str,
     message: str,
 ) -> CallOutcome:
-    return CallOutcome(
-        call_id=call.call_id,
-        name=call.name,
-        policy_tool_name=policy_tool_name,
-        tool_type=tool_type,
-        terminal_status="error",
-        execution_status="not_started",
-        execution_error_type=error_type,
-        error_type=error_type,
-        output=message,
+    if policy_tool_name is None:
+        return attrs.evolve(
+            outcomes.not_started(call, error_type, message), policy_tool_name=None, tool_type=None
+        )
+    return outcomes.not_started(
+        call, error_type, message, tool=policy_tool_name, tool_type=tool_type
     )
 
 
 def _cancelled(call: FunctionCall, tool: Tool, execution_status: str, message: str) -> CallOutcome:
-    return CallOutcome(
-        call_id=call.call_id,
-        name=call.name,
-        policy_tool_name=tool.name,
-        tool_type=tool.tool_type,
-        terminal_status="cancelled",
-        execution_status=execution_status,
-        execution_error_type=None,
-        output=message,
-    )
+    if execution_status == "cancelled":
+        return outcomes.cancelled_during(call, message, tool=tool.name, tool_type=tool.tool_type)
+    return outcomes.cancelled_before(call, message, tool=tool.name, tool_type=tool.tool_type)
 
 
 async def race_cancel(work: Awaitable[_T], cancelled: asyncio.Event) -> _T:

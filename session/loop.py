@@ -11,9 +11,10 @@ whose steps live in their own modules::
                       -> guard -> protection 4 -> next model message, or stop
     session.replay    what ``session/load`` sends back to the client
 
-A fresh :class:`guard.RepeatedToolFailureGuard` is created per prompt with the
-mode resolved once, when the session was created (``off`` for channel
-prompts).  Every message is persisted before the session acts on it
+The rules (the protections, the guard, what each decision means) are the
+host-neutral core's, :class:`tool_failure_guard.core.PromptProtection`: a fresh
+one is created per prompt with the mode resolved once, when the session was
+created (``off`` for channel prompts).  Every message is persisted before the session acts on it
 (:mod:`session.history`).  Decisions are acted on exactly as the
 specification says:
 
@@ -143,6 +144,19 @@ class GuardedSession:
         self._sink_failures: set[str] = set()
 
     @property
+    def cancel_event(self) -> asyncio.Event:
+        """Set by ``session/cancel`` while the current prompt runs."""
+        return self._cancelled
+
+    @property
+    def tool_call_cap(self) -> int:
+        return self.options.tool_call_cap
+
+    @property
+    def report_decisions(self) -> bool:
+        return self.options.report_decisions
+
+    @property
     def running(self) -> bool:
         return self._running
 
@@ -181,6 +195,14 @@ class GuardedSession:
 
     async def _emit(self, update: Any) -> None:
         await self.client.session_update(self.session_id, update)
+
+    async def emit(self, update: Any) -> None:
+        """Send one ``session/update`` to the client."""
+        await self._emit(update)
+
+    def record(self, message: Message) -> None:
+        """Persist, then remember (see :meth:`_record`)."""
+        self._record(message)
 
     async def wait_idle(self) -> None:
         """Return once no prompt is running."""

@@ -9,23 +9,25 @@ ended it (a response, a cancel, an exception), reports one
 Like every telemetry call these go through ``GuardedSession.report``: they
 observe, they never change a decision or the control flow.  Sinks that do not
 implement :class:`~session.telemetry.OutcomeTelemetry` simply get nothing.
+
+This module sees the session and the prompt only through the narrow
+:class:`ReportingSession` and :class:`ReportedPrompt` protocols, so it imports
+neither.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import Protocol
 
 from acp.schema import PromptResponse
 
-from session.executor import CallOutcome
+from guard import GuardMode
+from session.drain import MidTurnInput
 from session.model import ModelTurn
-from session.telemetry import ROUTE, CallRecord, OutcomeTelemetry, PromptOutcome
+from session.telemetry import ROUTE, CallRecord, GuardTelemetry, OutcomeTelemetry, PromptOutcome
 from tool_failure_guard.core.protections import Admission
-
-if TYPE_CHECKING:
-    from session.loop import GuardedSession
-    from session.prompt import PromptRun
+from tool_failure_guard.core.settlement import BatchSettlement
 
 #: ``_meta`` key of a prompt response naming its loop type (as in session.prompt).
 _LOOP_TYPE_META_KEY = "loopType"
@@ -61,31 +63,71 @@ class PromptTally:
         return self.batches
 
 
-def _sink(session: GuardedSession) -> OutcomeTelemetry | None:
+class ReportingSession(Protocol):
+    """What the outcome records need of the session."""
+
+    @property
+    def telemetry(self) -> GuardTelemetry: ...
+
+    @property
+    def drain(self) -> MidTurnInput: ...
+
+    @property
+    def tool_call_cap(self) -> int: ...
+
+    def clock(self) -> float: ...
+
+    def report(self, label: str, call: Callable[[], object]) -> None: ...
+
+
+class _Reliability(Protocol):
+    @property
+    def reliable_input(self) -> bool: ...
+
+
+class ReportedPrompt(Protocol):
+    """What the outcome record needs of the prompt it reports."""
+
+    @property
+    def prompt_id(self) -> str: ...
+
+    @property
+    def initial_mode(self) -> GuardMode: ...
+
+    @property
+    def tally(self) -> PromptTally: ...
+
+    @property
+    def reports(self) -> Sequence[_Reliability]: ...
+
+    async def loop(self) -> PromptResponse: ...
+
+
+def _sink(session: ReportingSession) -> OutcomeTelemetry | None:
     telemetry = session.telemetry
     return telemetry if isinstance(telemetry, OutcomeTelemetry) else None
 
 
 def report_calls(
-    run: PromptRun, admission: Admission, outcomes: Sequence[CallOutcome | None]
+    session: ReportingSession, prompt_id: str, tally: PromptTally, batch: BatchSettlement
 ) -> None:
     """Count the batch and report one record per settled call (a call that raised has none)."""
-    ordinal = run.tally.batch(admission)
-    sink = _sink(run.session)
+    ordinal = tally.batch(batch.admission)
+    sink = _sink(session)
     if sink is None:
         return
     records = [
         CallRecord(
-            prompt_id=run.prompt_id,
+            prompt_id=prompt_id,
             batch_ordinal=ordinal,
             call_ordinal=index,
             terminal_status=outcome.terminal_status,
             execution_status=outcome.execution_status,
             execution_error_type=outcome.execution_error_type,
             tool_type=outcome.tool_type,
-            provider_duplicate=call.call_id in admission.provider_duplicates,
+            provider_duplicate=batch.is_provider_duplicate(call.call_id),
         )
-        for index, (call, outcome) in enumerate(zip(admission.calls, outcomes, strict=True))
+        for index, (call, outcome) in enumerate(zip(batch.calls, batch.outcomes(), strict=True))
         if outcome is not None
     ]
 
@@ -93,10 +135,10 @@ def report_calls(
         for record in records:
             sink.call_settled(record)
 
-    run.session.report("call_settled", emit)
+    session.report("call_settled", emit)
 
 
-def drain_supported(session: GuardedSession, run: PromptRun) -> bool:
+def drain_supported(session: ReportingSession, run: ReportedPrompt) -> bool:
     """Whether this prompt had a host drain it could trust at every boundary.
 
     False when pulling was unavailable for the session (no connection,
@@ -106,7 +148,9 @@ def drain_supported(session: GuardedSession, run: PromptRun) -> bool:
     return not session.drain.pull_disabled and all(r.reliable_input for r in run.reports)
 
 
-async def run_reported(session: GuardedSession, run: PromptRun, *, channel: bool) -> PromptResponse:
+async def run_reported(
+    session: ReportingSession, run: ReportedPrompt, *, channel: bool
+) -> PromptResponse:
     """Run the prompt's loop; report its outcome record however it ends."""
     started = session.clock()
     stop_reason = "error"
@@ -130,7 +174,7 @@ async def run_reported(session: GuardedSession, run: PromptRun, *, channel: bool
                 loop_type=loop_type,
                 model_turns=tally.model_turns,
                 tool_calls=tally.tool_calls,
-                tool_call_cap=session.options.tool_call_cap,
+                tool_call_cap=session.tool_call_cap,
                 batches=tally.batches,
                 input_tokens=tally.input_tokens,
                 output_tokens=tally.output_tokens,

@@ -6,31 +6,42 @@ The prompt's steps live in their own modules; this one strings them together::
     -> next model turn, or the end of the prompt
 
 A :class:`PromptRun` is created for every ``session/prompt`` and dropped when
-it returns, so the guard lives exactly as long as the prompt.
+it returns, so the guard lives exactly as long as the prompt.  The rules are the
+host-neutral core's (:class:`tool_failure_guard.core.PromptProtection`, one per
+prompt); the run is the ACP host of it.  It sees the session only through
+:class:`PromptSession`, and the steps see the run only through their own
+protocols (:class:`session.batch.BatchHost`, :class:`session.boundary.BoundaryHost`,
+:class:`session.outcome.ReportedPrompt`), so the imports run one way:
+``loop -> prompt -> boundary -> batch``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import attrs
 from acp import plan_entry, update_agent_message_text, update_plan
 from acp.exceptions import RequestError
 from acp.schema import PromptResponse
 
-from guard import BatchReceipt, Decision, DecisionKind, GuardMode, RepeatedToolFailureGuard
-from session import batch, boundary
-from session.drain import DrainResult
+from guard import DecisionKind, GuardMode, RepeatedToolFailureGuard
+from session import batch, boundary, outcome
+from session.drain import DrainResult, MidTurnInput
 from session.executor import Cancelled, race_cancel
 from session.history import Message, Part
-from session.model import ModelError, ModelTurn, TodoItem, UsageTotals, request_turn
+from session.model import Model, ModelError, ModelTurn, TodoItem, UsageTotals, request_turn
 from session.outcome import PromptTally
-from tool_failure_guard.core.protections import Admission, PromptProtections
-
-if TYPE_CHECKING:
-    from session.loop import GuardedSession
+from tool_failure_guard.core import (
+    Admission,
+    BatchSettlement,
+    CallIdDeduplicator,
+    GuardStep,
+    PromptProtection,
+    PromptProtections,
+)
 
 #: The ``_meta`` key of a prompt response naming the loop type of a stop.
 LOOP_TYPE_META_KEY = "loopType"
@@ -43,6 +54,26 @@ TODO_CONTINUATION_MESSAGE = (
     "System: your todo list still has open items. Continue with the next open item, "
     "or mark the items completed if they are done."
 )
+
+
+class PromptSession(batch.BatchHost, outcome.ReportingSession, Protocol):
+    """What a prompt needs of its session (``session.loop.GuardedSession``)."""
+
+    todos: tuple[TodoItem, ...]
+
+    @property
+    def model(self) -> Model: ...
+
+    @property
+    def history(self) -> Sequence[Message]: ...
+
+    @property
+    def dedup(self) -> CallIdDeduplicator: ...
+
+    @property
+    def report_decisions(self) -> bool: ...
+
+    def record(self, message: Message) -> None: ...
 
 
 @attrs.frozen(kw_only=True)
@@ -106,18 +137,35 @@ class TodoStopGuard:
 class PromptRun:
     """The state of one prompt and its loop of model turns and tool batches."""
 
-    def __init__(self, session: GuardedSession, prompt_id: str, mode: GuardMode) -> None:
+    def __init__(self, session: PromptSession, prompt_id: str, mode: GuardMode) -> None:
         self.session = session
         self.prompt_id = prompt_id
         self.mode = mode
         self.initial_mode = mode  # the prompt's effective mode, for its outcome record
         self.tally = PromptTally()
-        self.guard = RepeatedToolFailureGuard(mode)
-        self.protections = PromptProtections(session.dedup, session.options.tool_call_cap)
+        self.protection = PromptProtection(
+            mode, dedup=session.dedup, tool_call_cap=session.tool_call_cap
+        )
         self.todo_guard = TodoStopGuard()
         self.reports: list[BatchReport] = []
         #: Model usage summed over this prompt's model requests (the outcome record reads it).
         self.usage_totals = UsageTotals()
+
+    @property
+    def guard(self) -> RepeatedToolFailureGuard:
+        return self.protection.guard
+
+    @property
+    def protections(self) -> PromptProtections:
+        return self.protection.protections
+
+    @property
+    def drain(self) -> MidTurnInput:
+        return self.session.drain
+
+    @property
+    def cancel_event(self) -> asyncio.Event:
+        return self.session.cancel_event
 
     @property
     def drain_supported(self) -> bool:
@@ -133,7 +181,7 @@ class PromptRun:
         meta: dict[str, Any] = {}
         if loop_type is not None:
             meta[LOOP_TYPE_META_KEY] = loop_type
-        if self.session.options.report_decisions:
+        if self.session.report_decisions:
             meta[REPORT_META_KEY] = {
                 "promptId": self.prompt_id,
                 "mode": self.mode.value,
@@ -151,59 +199,31 @@ class PromptRun:
             role="user", kind="tool_results", prompt_id=self.prompt_id, parts=tuple(parts)
         )
 
-    async def loop(self) -> PromptResponse:
-        s = self.session
-        while True:
-            if s._cancelled.is_set():
-                return self.end("cancelled")
-            shown: list[str] = []
-            request = request_turn(
-                s.model,
-                tuple(s.history),
-                tools=s.executor.tools(),
-                on_text=functools.partial(self._show, shown),
-            )
-            try:
-                turn = await race_cancel(request, s._cancelled)
-            except Cancelled:
-                self._keep_shown(shown)
-                return self.end("cancelled")
-            except ModelError as exc:
-                self._keep_shown(shown)
-                raise RequestError.internal_error(
-                    {"details": f"model request failed: {exc}"}
-                ) from exc
-            self.usage_totals = self.usage_totals.add(turn.usage)
-            if s._cancelled.is_set():
-                return self.end("cancelled")
-            self.tally.turn(turn)
-            admission = self.protections.admit(turn.calls)
-            await self._record_turn(turn, admission, "".join(shown))
-            if not admission.calls:
-                if self.todo_guard.should_continue(s.todos):
-                    # An automatic continuation is part of this prompt: same guard, same
-                    # mode, same streak (only separate automatic routes run with off).
-                    s._record(
-                        Message(
-                            role="user",
-                            kind="continuation",
-                            prompt_id=self.prompt_id,
-                            parts=(Part(kind="system", text=TODO_CONTINUATION_MESSAGE),),
-                        )
-                    )
-                    continue
-                return self.end("end_turn")
-            outcomes, builder = await batch.run_batch(s, admission)
-            response = await boundary.after_batch(self, admission, outcomes, builder, turn)
-            if response is not None:
-                return response
+    # -- what the boundary step needs (session.boundary.BoundaryHost) ---------------
 
-    def observe(self, receipt: BatchReceipt, drained: DrainResult) -> Decision:
-        """Reduce one settled batch with its boundary; report it; return the decision."""
+    def record_results(self, parts: Sequence[Part]) -> None:
+        self.session.record(self.results_message(parts))
+
+    async def emit(self, update: Any) -> None:
+        await self.session.emit(update)
+
+    def suspend_continuations(self) -> None:
+        self.todo_guard.suspend()
+
+    def batch_settled(self, settled: BatchSettlement) -> None:
+        outcome.report_calls(self.session, self.prompt_id, self.tally, settled)
+
+    def loop_detected(self, loop_type: str) -> None:
         s = self.session
-        failure_count_before = self.guard.failure_count
-        batch_count_before = self.guard.batch_count
-        decision = self.guard.observe(receipt, drained.boundary())
+        s.report(
+            "loop_detected",
+            lambda: s.telemetry.loop_detected(prompt_id=self.prompt_id, loop_type=loop_type),
+        )
+
+    def guard_reduced(self, step: GuardStep, drained: DrainResult) -> None:
+        """Report one guard reduction: the ``--report-decisions`` row and the telemetry."""
+        s = self.session
+        decision = step.decision
         self.reports.append(
             BatchReport(
                 batch=len(self.reports) + 1,
@@ -212,8 +232,8 @@ class PromptRun:
                 reason=decision.reason.value if decision.reason is not None else None,
                 phase_before=decision.phase_before.value,
                 phase_after=decision.phase_after.value,
-                failure_count=self.guard.failure_count,
-                batch_count=self.guard.batch_count,
+                failure_count=step.failure_count,
+                batch_count=step.batch_count,
                 reliable_input=drained.reliable,
             )
         )
@@ -226,13 +246,60 @@ class PromptRun:
                     mode=self.mode,
                     decision=decision,
                     guard=guard,
-                    failure_count_before=failure_count_before,
-                    batch_count_before=batch_count_before,
-                    receipt=receipt,
-                    batch_ordinal=self.tally.batches,
+                    failure_count_before=step.failure_count_before,
+                    batch_count_before=step.batch_count_before,
+                    receipt=step.receipt,
+                    batch_ordinal=step.batch_ordinal,
                 ),
             )
-        return decision
+
+    async def loop(self) -> PromptResponse:
+        s = self.session
+        while True:
+            if s.cancel_event.is_set():
+                return self.end("cancelled")
+            shown: list[str] = []
+            request = request_turn(
+                s.model,
+                tuple(s.history),
+                tools=s.executor.tools(),
+                on_text=functools.partial(self._show, shown),
+            )
+            try:
+                turn = await race_cancel(request, s.cancel_event)
+            except Cancelled:
+                self._keep_shown(shown)
+                return self.end("cancelled")
+            except ModelError as exc:
+                self._keep_shown(shown)
+                raise RequestError.internal_error(
+                    {"details": f"model request failed: {exc}"}
+                ) from exc
+            self.usage_totals = self.usage_totals.add(turn.usage)
+            if s.cancel_event.is_set():
+                return self.end("cancelled")
+            self.tally.turn(turn)
+            admission = self.protection.admit(turn.calls)
+            await self._record_turn(turn, admission, "".join(shown))
+            if not admission.calls:
+                if self.todo_guard.should_continue(s.todos):
+                    # An automatic continuation is part of this prompt: same guard, same
+                    # mode, same streak (only separate automatic routes run with off).
+                    s.record(
+                        Message(
+                            role="user",
+                            kind="continuation",
+                            prompt_id=self.prompt_id,
+                            parts=(Part(kind="system", text=TODO_CONTINUATION_MESSAGE),),
+                        )
+                    )
+                    continue
+                return self.end("end_turn")
+            settled = self.protection.open_batch(admission)
+            await batch.run_batch(s, settled)
+            response = await boundary.after_batch(self, settled, turn)
+            if response is not None:
+                return response
 
     def _keep_shown(self, shown: list[str]) -> None:
         """A turn that ended early still persists the text the client was shown.
@@ -242,7 +309,7 @@ class PromptRun:
         """
         if shown:
             text = "".join(shown)
-            self.session._record(
+            self.session.record(
                 Message(
                     role="model",
                     kind="model",
@@ -255,7 +322,7 @@ class PromptRun:
         """A streamed text delta: shown to the client as it arrives, remembered as shown."""
         if delta:
             shown.append(delta)
-            await self.session._emit(update_agent_message_text(delta))
+            await self.session.emit(update_agent_message_text(delta))
 
     async def _record_turn(self, turn: ModelTurn, admission: Admission, shown: str = "") -> None:
         """Persist the turn, then show what streaming did not already show."""
@@ -276,13 +343,13 @@ class PromptRun:
                     duplicate=call.call_id in admission.provider_duplicates,
                 )
             )
-        s._record(Message(role="model", kind="model", prompt_id=self.prompt_id, parts=tuple(parts)))
+        s.record(Message(role="model", kind="model", prompt_id=self.prompt_id, parts=tuple(parts)))
         unshown = turn.text[len(shown) :] if turn.text.startswith(shown) else ""
         if unshown:
-            await s._emit(update_agent_message_text(unshown))
+            await s.emit(update_agent_message_text(unshown))
         if turn.todos is not None:
             s.todos = turn.todos
-            await s._emit(
+            await s.emit(
                 update_plan(
                     [
                         plan_entry(item.content, status=item.status)  # type: ignore[arg-type]

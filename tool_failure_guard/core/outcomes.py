@@ -38,6 +38,29 @@ from typing import Any
 
 import attrs
 
+__all__ = [
+    "ERROR_TYPE_PATTERN",
+    "EXCEPTION_ERROR_TYPES",
+    "INVALID_TOOL_PARAMS",
+    "POST_PROCESSING_FAILED",
+    "TOOL_NOT_REGISTERED",
+    "UNHANDLED_EXCEPTION",
+    "CallOutcome",
+    "FunctionCall",
+    "cancelled_before",
+    "cancelled_during",
+    "error_type_of",
+    "failed",
+    "invalid_arguments",
+    "not_started",
+    "post_processing_failed",
+    "provider_duplicate",
+    "raised",
+    "rejected",
+    "succeeded",
+    "unknown_tool",
+]
+
 #: What a valid ``error_type`` attribute looks like (a low-cardinality classified reason).
 ERROR_TYPE_PATTERN = re.compile(r"[a-z][a-z0-9_]{0,63}")
 #: The type of a raised exception that carries no valid ``error_type`` and is not in the table.

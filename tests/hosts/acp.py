@@ -1,0 +1,98 @@
+"""The ACP session as a host: the real agent (``--model openai:test-model``) over ACP stdio.
+
+The agent runs as a subprocess with its working directory's project as the
+workspace; a :class:`session.client.RecordingClient` plays the ACP client and
+cancels every ``write_file`` permission request (``cancel_call``).  Decisions
+come from ``--report-decisions``; kept results from the persisted history.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+from acp import text_block
+from host_behaviour import (
+    API_KEY,
+    CANCELLED,
+    COMPLETED,
+    MODEL_NAME,
+    STOPPED,
+    HostOutcome,
+    Scenario,
+)
+
+from guard import GuardMode
+from session.client import RecordingClient, spawn_guarded_agent
+from session.history import HistoryStore
+
+
+class AcpDriver:
+    name = "acp"
+    capabilities = frozenset({"cancel_call"})
+
+    def run(
+        self, scenario: Scenario, mode: GuardMode, *, base_url: str, workspace: Path, scratch: Path
+    ) -> HostOutcome:
+        home, state = scratch / "home", scratch / "state"
+        home.mkdir(exist_ok=True)
+        scenario_path = scratch / "scenario.json"
+        scenario_path.write_text(json.dumps({"turns": []}), encoding="utf-8")
+        client = RecordingClient(
+            permission=lambda update: "cancel" if update.kind == "edit" else "allow"
+        )
+
+        async def go() -> tuple[object, str]:
+            with (scratch / "agent.stderr").open("w") as stderr:
+                async with spawn_guarded_agent(
+                    client,
+                    mode=mode.value,
+                    state_dir=state,
+                    home=home,
+                    scenario=str(scenario_path),
+                    extra_args=["--model", f"openai:{MODEL_NAME}", "--model-max-retries", "0"],
+                    extra_env={"OPENAI_BASE_URL": base_url, "OPENAI_API_KEY": API_KEY},
+                    stderr=stderr,
+                ) as conn:
+                    session = await conn.new_session(cwd=str(workspace), mcp_servers=[])
+                    response = await conn.prompt(
+                        session_id=session.session_id, prompt=[text_block("go")]
+                    )
+                    return response, session.session_id
+
+        response, session_id = asyncio.run(asyncio.wait_for(go(), 120))
+        meta = getattr(response, "field_meta", None) or {}
+        stop_reason = str(getattr(response, "stop_reason", ""))
+        loop_type = meta.get("loopType")
+        ended = (
+            STOPPED
+            if loop_type is not None
+            else CANCELLED
+            if stop_reason == "cancelled"
+            else COMPLETED
+        )
+        # The run's output: the agent text sent after the last tool call update.
+        last_tool = max(
+            (i for i, e in enumerate(client.events) if e.kind in ("tool_call", "tool_update")),
+            default=-1,
+        )
+        output = "".join(e.text for e in client.events[last_tool + 1 :] if e.kind == "agent")
+        history = HistoryStore(state).load(session_id)[1]
+        kept = frozenset(
+            part.call_id
+            for message in history
+            for part in message.parts
+            if part.kind == "function_response" and part.call_id
+        )
+        decisions = tuple(row["decision"] for row in meta["toolFailureGuard"]["batches"])
+        return HostOutcome(
+            ended=ended,
+            loop_type=loop_type,
+            output=output,
+            decisions=decisions,
+            kept_call_ids=kept,
+        )
+
+
+DRIVER = AcpDriver()

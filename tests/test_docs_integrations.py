@@ -1,0 +1,76 @@
+"""docs/integrations.md stays true: its tables are checked against the core."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from guard import Observation, classify_observation
+from tool_failure_guard.core import EXCEPTION_ERROR_TYPES, CallOutcome, FunctionCall, outcomes
+
+DOC = Path(__file__).resolve().parent.parent / "docs" / "integrations.md"
+CALL = FunctionCall(call_id="c1", name="read_file", args={"path": "x"})
+
+
+def table(name: str) -> list[list[str]]:
+    text = DOC.read_text(encoding="utf-8")
+    body = text.split(f"<!-- {name}:begin -->", 1)[1].split(f"<!-- {name}:end -->", 1)[0]
+    rows = [line for line in body.strip().splitlines() if line.startswith("|")]
+    return [[cell.strip() for cell in row.strip("|").split("|")] for row in rows[2:]]
+
+
+def example(constructor: str) -> CallOutcome:
+    """One outcome built by ``constructor`` for a call of read_file."""
+    build = {
+        "succeeded": lambda: outcomes.succeeded(CALL, "text"),
+        "raised": lambda: outcomes.raised(CALL, FileNotFoundError()),
+        "failed": lambda: outcomes.failed(CALL, "quota_exceeded", "over quota"),
+        "invalid_arguments": lambda: outcomes.invalid_arguments(CALL, "bad"),
+        "unknown_tool": lambda: outcomes.unknown_tool(CALL),
+        "not_started": lambda: outcomes.not_started(CALL, "permission_request_failed", "x"),
+        "cancelled_before": lambda: outcomes.cancelled_before(CALL),
+        "rejected": lambda: outcomes.rejected(CALL),
+        "cancelled_during": lambda: outcomes.cancelled_during(CALL),
+        "post_processing_failed": lambda: outcomes.post_processing_failed(
+            outcomes.succeeded(CALL), "hook failed"
+        ),
+        "provider_duplicate": lambda: outcomes.provider_duplicate(CALL, tool="read_file"),
+    }
+    return build[constructor]()
+
+
+def test_the_outcome_table_matches_the_constructors_and_the_classifier() -> None:
+    rows = table("core-outcome-table")
+    documented = {row[1].strip("`") for row in rows}
+    assert documented == {
+        name
+        for name in outcomes.__all__
+        if callable(getattr(outcomes, name)) and name[0].islower() and name != "error_type_of"
+    }
+    given = {
+        "`error_type_of(exc)`": "file_not_found",
+        "the given type": "quota_exceeded",
+        "the given reason": "permission_request_failed",
+        "(none)": None,
+    }
+    for _, constructor, terminal, execution, error_type, cls in rows:
+        outcome = example(constructor.strip("`"))
+        assert (outcome.terminal_status, outcome.execution_status) == (terminal, execution)
+        assert outcome.execution_error_type == given.get(error_type, error_type), constructor
+        observation = Observation(
+            call_id=outcome.call_id,
+            terminal_status=outcome.terminal_status,
+            execution_status=outcome.execution_status,
+            execution_error_type=outcome.execution_error_type,
+            policy_tool_name=outcome.policy_tool_name,
+            tool_type=outcome.tool_type,
+            provider_duplicate=constructor == "`provider_duplicate`",
+        )
+        assert classify_observation(observation).value == cls, constructor
+
+
+def test_the_exception_table_is_the_cores() -> None:
+    rows = table("exception-table")
+    assert {name: error_type for name, error_type in rows} == {
+        cls.__name__: error_type for cls, error_type in EXCEPTION_ERROR_TYPES.items()
+    }
+    assert [name for name, _ in rows] == [cls.__name__ for cls in EXCEPTION_ERROR_TYPES]
