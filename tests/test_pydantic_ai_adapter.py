@@ -161,6 +161,22 @@ def test_parallel_calls_settle_by_call_id_in_the_models_order() -> None:
     assert ran.decisions == ["tracked", "tracked", "warn"]
 
 
+def test_user_input_queued_during_a_batch_resets_the_streak() -> None:
+    def fetch(ctx: RunContext[Any], key: str) -> str:
+        """Fetch a record; the "note" key also passes on a message from the user."""
+        if key == "note":
+            ctx.enqueue("the user adds: try the archive")
+        raise Missing(key)
+
+    with_note = [("fetch", {"key": "note"}), *FOUR_FAILURES[1:]]
+    ran = guarded_run(batches(FOUR_FAILURES, with_note, FOUR_FAILURES), [fetch], mode="warn")
+    assert [a.guard_step.boundary.has_external_input for a in ran.actions] == [False, True, False]  # type: ignore[union-attr]
+    assert ran.decisions == ["tracked", "reset", "tracked"]
+    assert any(
+        m.get("content") == "the user adds: try the archive" for m in ran.requests[2]["messages"]
+    )
+
+
 # -- warn and stop --------------------------------------------------------------------
 
 

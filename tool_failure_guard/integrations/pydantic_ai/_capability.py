@@ -164,7 +164,13 @@ class RepeatedToolFailureCapability(AbstractCapability[Any]):
             # Redirected after the stop (a queued message): the stop text already answered.
             return End(FinalResult(ProtectionStop(run.stop.notice, run.stop.loop_type)))
         answers = _answers(ctx.messages, node.model_response, result)
-        action = run.settle(answers, user_input=has_user_input(answers))
+        queued = [
+            message
+            for pending in ctx.pending_messages or ()
+            if pending.priority == "asap"
+            for message in pending.messages
+        ]
+        action = run.settle(answers, user_input=has_user_input([*answers, *queued]))
         if isinstance(action, Stop):
             request = result.request if isinstance(result, ModelRequestNode) else None
             return self._end(ctx, action, persist=request)
