@@ -8,7 +8,12 @@ capabilities, what is never counted, the typed stop, a fresh guard per run.
 
 from __future__ import annotations
 
+import json
 import logging
+import re
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -325,3 +330,35 @@ def test_a_run_that_executed_tools_but_observed_nothing_warns_once(
     assert len(warnings) == 1
     assert "RepeatedToolFailureCapability" in warnings[0].getMessage()
     assert "16 tool call" in warnings[0].getMessage()
+
+
+# -- an optional extra, never imported by the agent or the core -----------------------
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_nothing_but_the_adapter_imports_pydantic_ai() -> None:
+    probe = (
+        "import json, sys; import tool_failure_guard, tool_failure_guard.cli, session.agent; "
+        "print(json.dumps(sorted(sys.modules)))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=ROOT
+    )
+    loaded = json.loads(out.stdout)
+    assert "session.agent" in loaded
+    assert not [
+        m for m in loaded if m.startswith(("pydantic_ai", "tool_failure_guard.integrations"))
+    ]
+    outside = [
+        path
+        for folder in ("guard", "statecharts", "session", "tool_failure_guard", "rollout")
+        for path in (ROOT / folder).rglob("*.py")
+        if "integrations" not in path.parts
+        and re.search(
+            r"^\s*(from|import) (pydantic_ai|tool_failure_guard\.integrations)",
+            path.read_text(),
+            re.M,
+        )
+    ]
+    assert outside == []

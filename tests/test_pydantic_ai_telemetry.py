@@ -6,19 +6,24 @@ Real runs over the real wire report through the real ``OpenTelemetrySink``
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic_ai import ToolFailed
+from openai_server import FakeOpenAI, serve
+from pydantic_ai import Agent, ToolFailed
+from pydantic_ai.models.openai import OpenAIChatModel
+from pydantic_ai.providers.openai import OpenAIProvider
 from pydantic_ai_harness import batches, guarded_run
 from telemetry_harness import Harness
 
 from session import telemetry
 from session.telemetry import build_telemetry
 from tool_failure_guard.cli import main
-from tool_failure_guard.integrations.pydantic_ai import ROUTE
+from tool_failure_guard.core import PromptCancelled
+from tool_failure_guard.integrations.pydantic_ai import ROUTE, RepeatedToolFailureCapability
 
 
 class Missing(ToolFailed):
@@ -113,3 +118,77 @@ def test_rollout_check_reads_a_pydantic_ai_fleet(
         name: inv["violations"] for name, inv in staging["invariants"].items()
     } == dict.fromkeys(staging["invariants"], 0)
     assert staging["reasons"] == ["1 day(s) covered, 7 needed"]
+
+
+def _agent(base_url: str, tools: list[Any], sink: Any, actions: list[Any]) -> Agent[None, str]:
+    model = OpenAIChatModel(
+        "test-model", provider=OpenAIProvider(base_url=base_url, api_key="sk-test")
+    )
+    guard = RepeatedToolFailureCapability(
+        mode="enforce", telemetry=sink, on_batch=lambda _, a: actions.append(a)
+    )
+    return Agent(model, tools=tools, capabilities=[guard])
+
+
+def test_a_cancelled_run_keeps_its_settled_calls_and_never_counts_the_cancelled_one() -> None:
+    harness, actions = Harness(), []
+
+    async def go() -> None:
+        started = asyncio.Event()
+
+        async def wait(key: str) -> str:
+            """Wait for an answer that never comes."""
+            started.set()
+            await asyncio.sleep(60)
+            return "late"
+
+        with serve(FakeOpenAI(batches([("wait", {"key": "a"}), ("fetch", {"key": "b"})]))) as fake:
+            agent = _agent(fake.base_url, [wait, fetch], harness.sink, actions)
+            run = asyncio.create_task(agent.run("go"))
+            await asyncio.wait_for(started.wait(), 30)
+            run.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await run
+
+    asyncio.run(go())
+    (action,) = actions
+    assert isinstance(action, PromptCancelled) and action.decision is None  # guard not consulted
+    calls = {
+        (c["call_ordinal"], c["terminal_status"], c["execution_status"])
+        for c in harness.logs(telemetry.TOOL_CALL_EVENT)
+    }
+    assert (0, "cancelled", "cancelled") in calls
+    assert harness.logs(telemetry.GUARD_LOG_EVENT) == []
+    (prompt,) = harness.logs(telemetry.PROMPT_EVENT)
+    assert (prompt["route"], prompt["stop_reason"], prompt["batches"]) == (
+        "pydantic_ai",
+        "cancelled",
+        1,
+    )
+
+
+def test_an_exception_that_ends_the_run_is_recorded_typed_and_the_run_fails_as_it_would() -> None:
+    harness, actions = Harness(), []
+
+    def explode(key: str) -> str:
+        """Raise a plain exception (pydantic-ai ends the run)."""
+        raise PermissionError(key)
+
+    with serve(FakeOpenAI(batches([("explode", {"key": "a"})]))) as fake:
+        agent = _agent(fake.base_url, [explode], harness.sink, actions)
+        with pytest.raises(PermissionError):
+            agent.run_sync("go")
+    (action,) = actions
+    assert isinstance(action, PromptCancelled)
+    (record,) = harness.logs(telemetry.TOOL_CALL_EVENT)
+    assert (
+        record["terminal_status"],
+        record["execution_status"],
+        record["execution_error_type"],
+    ) == (
+        "error",
+        "error",
+        "permission_denied",
+    )
+    (prompt,) = harness.logs(telemetry.PROMPT_EVENT)
+    assert prompt["stop_reason"] == "error"

@@ -81,8 +81,9 @@ def execution_error_type(exc: BaseException) -> str:
 class Execution:
     """What the observing toolset saw when the tool function settled."""
 
-    #: ``success``, ``error`` (raised), ``cancelled`` (interrupted while running) or
-    #: ``deferred`` (the tool raised ``CallDeferred`` / ``ApprovalRequired``).
+    #: ``running`` (started, not settled yet), ``success``, ``error`` (raised),
+    #: ``cancelled`` (interrupted while running) or ``deferred`` (the tool raised
+    #: ``CallDeferred`` / ``ApprovalRequired``).
     status: str
     error_type: str | None = None
     message: str = ""
@@ -113,6 +114,9 @@ def settle(
     says the batch was cancelled or aborted before this call had an answer.
     """
     text = returned.text if returned is not None else ""
+    if execution is not None and execution.status == "running":
+        # Still running when the batch ended: only an interruption ends a batch early.
+        return cancelled_during(call, tool=tool, tool_type=tool_type) if interrupted else None
     if execution is not None and execution.status == "cancelled":
         return cancelled_during(call, tool=tool, tool_type=tool_type)
     if returned is not None and returned.outcome == "interrupted":

@@ -150,11 +150,19 @@ class GuardedRun:
         )
 
     def executed(self, call_id: str | None, execution: Execution) -> None:
-        """The execution boundary saw the tool function settle (first report wins)."""
+        """The execution boundary saw the tool function start (``running``) or settle.
+
+        The first settled report wins; a report after the batch settled is dropped.
+        """
         if call_id is None:
             return
-        self.executions_seen += 1
-        self._executions.setdefault(call_id, execution)
+        known = self._executions.get(call_id)
+        if execution.status == "running":
+            if known is None:
+                self.executions_seen += 1
+                self._executions[call_id] = execution
+        elif known is None or known.status == "running":
+            self._executions[call_id] = execution
 
     def invalid(self, call_id: str | None) -> None:
         """Argument validation failed for this call (``on_tool_validate_error``)."""

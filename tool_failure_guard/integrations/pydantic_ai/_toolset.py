@@ -56,6 +56,7 @@ class ObservingToolset(WrapperToolset[Any]):
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
     ) -> Any:
         call_id = ctx.tool_call_id
+        self.run.executed(call_id, Execution(status="running"))
         try:
             result = await super().call_tool(name, tool_args, ctx, tool)
         except (CallDeferred, ApprovalRequired):
