@@ -43,7 +43,10 @@ The tools every host gives the model, working in ``workspace``:
 - ``write_file(path: str, content: str)``: only in scenarios needing
   ``cancel_call``: the host's user cancels every such call before it runs
   (the ACP client answers its permission request ``cancelled``; a framework
-  host rejects the approval or cancels the call its own way).
+  host rejects the approval or cancels the call its own way);
+- ``run_shell_command(command: str)``: only in scenarios needing
+  ``cancel_run``: once it runs, the host's user cancels the whole run (the ACP
+  client sends ``session/cancel``); it must not finish on its own first.
 
 Calling ``read_file`` without ``path`` must fail argument validation
 (``not_started``/``invalid_tool_params``), not execution.
@@ -70,7 +73,7 @@ from tool_failure_guard.core import (
 )
 
 #: Optional host abilities a scenario may need.
-CAPABILITIES = frozenset({"cancel_call"})
+CAPABILITIES = frozenset({"cancel_call", "cancel_run"})
 MODEL_NAME = "test-model"
 API_KEY = "sk-test-key"
 OFF, SHADOW, WARN, ENFORCE = GuardMode.OFF, GuardMode.SHADOW, GuardMode.WARN, GuardMode.ENFORCE
@@ -113,6 +116,7 @@ LIST_OK = Call("list_directory", {"path": "."})
 LIST_MISSING = Call("list_directory", {"path": "no_such_dir"})
 INVALID = Call("read_file", {})  # path is required: fails validation, never runs
 CANCELLED_WRITE = Call("write_file", {"path": "out.txt", "content": "x"})
+SLOW = Call("run_shell_command", {"command": "sleep 60"})  # the user cancels the run
 
 
 @attrs.frozen(kw_only=True)
@@ -128,6 +132,8 @@ class Scenario:
     reminder_after: int | None
     #: mode -> (1-based batch that stops the run, loop type); absent: the run completes
     stops: Mapping[GuardMode, tuple[int, str]] = attrs.field(factory=dict)
+    #: 1-based batch during which the user cancels the run; None: never
+    cancelled_in: int | None = None
     needs: frozenset[str] = frozenset()
     files: Mapping[str, str] = attrs.field(factory=lambda: {"notes.txt": "hello\n"})
     final_text: str = "Done."
@@ -229,6 +235,15 @@ SCENARIOS: tuple[Scenario, ...] = (
         needs=frozenset({"cancel_call"}),
     ),
     Scenario(
+        name="a_cancelled_run_keeps_its_results_and_skips_the_guard",
+        batches=((FAIL,) * 4, (FAIL,) * 4 + (SLOW,), (FAIL,) * 4),
+        modes=(ENFORCE,),
+        decisions={ENFORCE: ("tracked",)},  # batch 2 would have warned: never reduced
+        reminder_after=None,
+        cancelled_in=2,
+        needs=frozenset({"cancel_run"}),
+    ),
+    Scenario(
         name="parallel_calls_in_one_response",
         batches=((FAIL, FAIL, LIST_OK, FAIL),) * 4,
         modes=(WARN, ENFORCE),
@@ -269,12 +284,15 @@ def check(scenario: Scenario, mode: GuardMode, run: HostRun) -> None:
     """Every expectation of ``scenario`` in ``mode`` about ``run``."""
     outcome = run.outcome
     stop = scenario.stops.get(mode)
-    batches = stop[0] if stop is not None else len(scenario.batches)
-    # One request per batch up to the stop, plus the final answer's when not stopped:
+    ended_in = stop[0] if stop is not None else scenario.cancelled_in
+    batches = ended_in if ended_in is not None else len(scenario.batches)
+    # One request per batch up to a stop or cancel, plus the final answer's otherwise:
     # no request is ever made after a stop.
-    assert len(run.requests) == batches + (0 if stop is not None else 1), reminder_counts(run)
+    assert len(run.requests) == batches + (0 if ended_in is not None else 1), reminder_counts(run)
     assert outcome.decisions == scenario.decisions[mode]
-    if stop is not None:
+    if scenario.cancelled_in is not None:
+        assert (outcome.ended, outcome.loop_type) == (CANCELLED, None)
+    elif stop is not None:
         assert (outcome.ended, outcome.loop_type) == (STOPPED, stop[1])
         assert outcome.output == STOP_NOTICES[stop[1]]
         if stop[1] == LOOP_REPEATED_TOOL_FAILURE:

@@ -1,8 +1,9 @@
 """The ACP session as a host: the real agent (``--model openai:test-model``) over ACP stdio.
 
 The agent runs as a subprocess with its working directory's project as the
-workspace; a :class:`session.client.RecordingClient` plays the ACP client and
-cancels every ``write_file`` permission request (``cancel_call``).  Decisions
+workspace; a :class:`session.client.RecordingClient` plays the ACP client:
+it cancels every ``write_file`` permission request (``cancel_call``) and sends
+``session/cancel`` once a ``run_shell_command`` call is in progress (``cancel_run``).  Decisions
 come from ``--report-decisions``; kept results from the persisted history.
 """
 
@@ -11,8 +12,10 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
+from typing import Any
 
 from acp import text_block
+from acp.schema import ToolCallProgress, ToolCallStart
 from host_behaviour import (
     API_KEY,
     CANCELLED,
@@ -28,9 +31,31 @@ from session.client import RecordingClient, spawn_guarded_agent
 from session.history import HistoryStore
 
 
+class CancellingClient(RecordingClient):
+    """Sends ``session/cancel`` as soon as a shell call reports ``in_progress``."""
+
+    def __init__(self) -> None:
+        super().__init__(permission=lambda update: "cancel" if update.kind == "edit" else "allow")
+        self.conn: Any = None
+        self.session_id = ""
+        self._shell_calls: set[str] = set()
+        self._tasks: list[asyncio.Task[Any]] = []
+
+    async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
+        await super().session_update(session_id, update, **kwargs)
+        if isinstance(update, ToolCallStart) and update.kind == "execute":
+            self._shell_calls.add(update.tool_call_id)
+        elif (
+            isinstance(update, ToolCallProgress)
+            and update.tool_call_id in self._shell_calls
+            and update.status == "in_progress"
+        ):
+            self._tasks.append(asyncio.create_task(self.conn.cancel(session_id=self.session_id)))
+
+
 class AcpDriver:
     name = "acp"
-    capabilities = frozenset({"cancel_call"})
+    capabilities = frozenset({"cancel_call", "cancel_run"})
 
     def run(
         self, scenario: Scenario, mode: GuardMode, *, base_url: str, workspace: Path, scratch: Path
@@ -39,9 +64,7 @@ class AcpDriver:
         home.mkdir(exist_ok=True)
         scenario_path = scratch / "scenario.json"
         scenario_path.write_text(json.dumps({"turns": []}), encoding="utf-8")
-        client = RecordingClient(
-            permission=lambda update: "cancel" if update.kind == "edit" else "allow"
-        )
+        client = CancellingClient()
 
         async def go() -> tuple[object, str]:
             with (scratch / "agent.stderr").open("w") as stderr:
@@ -56,6 +79,7 @@ class AcpDriver:
                     stderr=stderr,
                 ) as conn:
                     session = await conn.new_session(cwd=str(workspace), mcp_servers=[])
+                    client.conn, client.session_id = conn, session.session_id
                     response = await conn.prompt(
                         session_id=session.session_id, prompt=[text_block("go")]
                     )
