@@ -28,7 +28,7 @@ from typing import Any
 
 from pydantic_ai._agent_graph import CallToolsNode, ModelRequestNode
 from pydantic_ai.capabilities import AbstractCapability
-from pydantic_ai.exceptions import SkipToolExecution, UsageLimitExceeded
+from pydantic_ai.exceptions import RunCancelled, SkipToolExecution, UsageLimitExceeded
 from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
@@ -209,7 +209,7 @@ class RepeatedToolFailureCapability(AbstractCapability[Any]):
             result = await handler()
             stop_reason = "end_turn"
             return result
-        except (asyncio.CancelledError, KeyboardInterrupt, GeneratorExit):
+        except (asyncio.CancelledError, RunCancelled, KeyboardInterrupt, GeneratorExit):
             stop_reason = "cancelled"
             raise
         except UsageLimitExceeded:
