@@ -122,6 +122,30 @@ def test_an_error_another_capability_turns_into_a_result_is_still_a_failure(plac
     assert ran.decisions == ["tracked", "warn", "stop"]
 
 
+class RejectsResults(AbstractCapability[Any]):
+    """Another capability that rejects every result of ``ping`` after it ran."""
+
+    async def after_tool_execute(
+        self, ctx: RunContext[Any], *, call: Any, tool_def: Any, args: Any, result: Any
+    ) -> Any:
+        if call.tool_name == "ping":
+            raise ModelRetry("that result is not acceptable")
+        return result
+
+
+def test_a_result_rejected_after_the_tool_returned_is_a_post_execution_failure() -> None:
+    pings = [("ping", {})] * 2
+    ran = guarded_run(
+        batches(FOUR_FAILURES, pings, FOUR_FAILURES),
+        tools(fetch_failing),
+        capabilities=[RejectsResults()],
+        mode="warn",
+    )
+    assert ran.types(1) == [("error", "success", None)] * 2
+    # never an eligible failure: it resets the streak (the loop starts again after it)
+    assert ran.decisions == ["tracked", "reset", "tracked"]
+
+
 def test_invalid_arguments_and_unknown_tools_are_not_started_and_never_counted() -> None:
     bad = [("fetch", {"key": 3}), ("fetch", "{not json"), ("nope", {}), ("fetch", {"key": "k"})]
     ran = guarded_run(batches(bad, FOUR_FAILURES, FOUR_FAILURES), tools(fetch_failing), mode="warn")

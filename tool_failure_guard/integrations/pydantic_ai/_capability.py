@@ -49,6 +49,7 @@ from tool_failure_guard.core import (
     DEFAULT_TOOL_CALL_CAP,
     Action,
     Continue,
+    FunctionCall,
     Stop,
     provider_duplicate,
 )
@@ -145,7 +146,8 @@ class RepeatedToolFailureCapability(AbstractCapability[Any]):
         run = self._run
         if run is not None and run.is_provider_duplicate(call.tool_call_id):
             # A replay of a call the history already answered: never executed again.
-            raise SkipToolExecution(provider_duplicate(_bare(call)).output)
+            replay = FunctionCall(call_id=call.tool_call_id, name=call.tool_name)
+            raise SkipToolExecution(provider_duplicate(replay).output)
         return await handler(args)
 
     # -- the batch is over ----------------------------------------------------------
@@ -234,12 +236,6 @@ class RepeatedToolFailureCapability(AbstractCapability[Any]):
             )
         ctx.messages.append(_stop_response(ctx, stop))
         return End(FinalResult(ProtectionStop(stop.notice, stop.loop_type)))
-
-
-def _bare(call: ToolCallPart) -> Any:
-    from tool_failure_guard.core import FunctionCall
-
-    return FunctionCall(call_id=call.tool_call_id, name=call.tool_name)
 
 
 def _function_calls(
