@@ -68,6 +68,7 @@ def guarded_run(
     guard: RepeatedToolFailureCapability | None = None,
     retries: int = 10,
     history: list[ModelMessage] | None = None,
+    agent_options: dict[str, Any] | None = None,
     **guard_options: Any,
 ) -> Ran:
     actions: list[Action] = []
@@ -84,6 +85,7 @@ def guarded_run(
             tools=list(tools),
             retries=retries,
             capabilities=[*before, capability, *capabilities],
+            **(agent_options or {}),
         )
         result = agent.run_sync("go", message_history=history)
         with fake.lock:

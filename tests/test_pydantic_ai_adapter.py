@@ -18,9 +18,10 @@ from typing import Any
 
 import pytest
 from openai_server import Reply, call
-from pydantic_ai import ModelRetry, RunContext, ToolFailed
+from pydantic_ai import ModelRetry, RunContext, Tool, ToolFailed
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.messages import ModelResponse, TextPart, UserPromptPart
+from pydantic_ai.tools import DeferredToolRequests
 from pydantic_ai_harness import Ran, batches, guarded_run, kept_call_ids
 
 from guard import (
@@ -167,6 +168,28 @@ def test_repeated_invalid_arguments_stop_as_their_own_protection() -> None:
     assert output.loop_type == LOOP_INVALID_TOOL_PARAMS
     assert output == STOP_NOTICES[LOOP_INVALID_TOOL_PARAMS]
     assert len(ran.requests) == 2
+
+
+def test_a_deferred_call_leaves_the_receipt_incomplete_never_silently_complete(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    def approve(key: str) -> str:
+        """Needs the user's approval (nobody answers within the run)."""
+        return "approved"
+
+    calls = [("fetch", {"key": "k"}), ("approve", {"key": "k"})]
+    with caplog.at_level(logging.WARNING, logger="tool_failure_guard.integrations.pydantic_ai"):
+        ran = guarded_run(
+            batches(FOUR_FAILURES, calls),
+            [*tools(fetch_failing), Tool(approve, requires_approval=True)],
+            agent_options={"output_type": [str, DeferredToolRequests]},
+        )
+    assert isinstance(ran.result.output, DeferredToolRequests)  # the run paused for approval
+    receipt = ran.receipts[1]
+    assert receipt.complete is False and [o.call_id for o in receipt.observations] == ["b2c0"]
+    assert ran.decisions == ["tracked", "reset"]
+    assert ran.actions[1].decision.reason.value == "incomplete"  # type: ignore[union-attr]
+    assert any("the receipt is incomplete" in r.getMessage() for r in caplog.records)
 
 
 def test_parallel_calls_settle_by_call_id_in_the_models_order() -> None:
