@@ -49,7 +49,6 @@ from session.tools import (
     check_arguments,
     schema_validator,
 )
-from tool_failure_guard.core import outcomes
 from tool_failure_guard.core.outcomes import CallOutcome, FunctionCall, error_type_of
 
 __all__ = [  # FunctionCall and CallOutcome live in the core; re-exported for existing imports
@@ -275,19 +274,30 @@ def _not_started(
     error_type: str,
     message: str,
 ) -> CallOutcome:
-    if policy_tool_name is None:
-        return attrs.evolve(
-            outcomes.not_started(call, error_type, message), policy_tool_name=None, tool_type=None
-        )
-    return outcomes.not_started(
-        call, error_type, message, tool=policy_tool_name, tool_type=tool_type
+    return CallOutcome(
+        call_id=call.call_id,
+        name=call.name,
+        policy_tool_name=policy_tool_name,
+        tool_type=tool_type,
+        terminal_status="error",
+        execution_status="not_started",
+        execution_error_type=error_type,
+        error_type=error_type,
+        output=message,
     )
 
 
 def _cancelled(call: FunctionCall, tool: Tool, execution_status: str, message: str) -> CallOutcome:
-    if execution_status == "cancelled":
-        return outcomes.cancelled_during(call, message, tool=tool.name, tool_type=tool.tool_type)
-    return outcomes.cancelled_before(call, message, tool=tool.name, tool_type=tool.tool_type)
+    return CallOutcome(
+        call_id=call.call_id,
+        name=call.name,
+        policy_tool_name=tool.name,
+        tool_type=tool.tool_type,
+        terminal_status="cancelled",
+        execution_status=execution_status,
+        execution_error_type=None,
+        output=message,
+    )
 
 
 async def race_cancel(work: Awaitable[_T], cancelled: asyncio.Event) -> _T:

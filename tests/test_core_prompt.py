@@ -30,6 +30,7 @@ from tool_failure_guard.core import (
     PromptProtection,
     Stop,
     outcomes,
+    settle_all,
 )
 
 _ids = iter(range(10_000))
@@ -154,11 +155,10 @@ def test_invalid_arguments_stop_as_their_own_protection_never_as_the_guard() -> 
 
 
 def test_replayed_answered_ids_are_provider_duplicates_and_stop_on_the_third_replay() -> None:
-    dedup = CallIdDeduplicator()
-    protection = PromptProtection(GuardMode.ENFORCE, dedup=dedup)
+    protection = PromptProtection(GuardMode.ENFORCE)  # its own dedup: it marks answers itself
     answered = calls(1)
     run_batch(protection, answered, outcomes.succeeded)
-    assert dedup.is_answered(answered[0].call_id)
+    assert protection.protections.dedup.is_answered(answered[0].call_id)
     actions = []
     for _ in range(3):
         admission = protection.admit(answered)
@@ -168,6 +168,17 @@ def test_replayed_answered_ids_are_provider_duplicates_and_stop_on_the_third_rep
         assert batch.receipt().observations[0].provider_duplicate
         actions.append(protection.after_batch(batch))
     assert isinstance(actions[-1], Stop) and actions[-1].loop_type == LOOP_PROVIDER_DUPLICATE
+
+
+def test_a_shared_dedup_is_marked_by_its_owner_and_spans_runs() -> None:
+    dedup = CallIdDeduplicator()
+    first = PromptProtection(GuardMode.WARN, dedup=dedup)
+    answered = calls(1)
+    run_batch(first, answered, outcomes.succeeded)
+    assert not dedup.is_answered(answered[0].call_id)  # the host marks when it records
+    dedup.mark_answered([answered[0].call_id])
+    second = PromptProtection(GuardMode.WARN, dedup=dedup)  # the conversation's next run
+    assert second.admit(answered).provider_duplicates == {answered[0].call_id}
 
 
 def test_the_tool_call_cap_stops_after_the_guard() -> None:
@@ -206,3 +217,18 @@ def test_the_two_step_drive_needs_its_boundary_before_the_next_batch() -> None:
 def test_the_mode_must_be_a_guard_mode() -> None:
     with pytest.raises(TypeError, match="mode must be a GuardMode"):
         PromptProtection("warn")  # type: ignore[arg-type]
+
+
+def test_settle_all_settles_in_any_order_and_keeps_the_models_order() -> None:
+    admission = PromptProtection(GuardMode.WARN).admit(calls(3))
+    first, second, third = admission.calls
+    batch = settle_all(admission, [failing(third), outcomes.succeeded(first)])
+    assert [o.call_id if o else None for o in batch.outcomes()] == [
+        first.call_id,
+        None,
+        third.call_id,
+    ]
+    assert batch.missing() == (second,) and not batch.is_complete()
+    receipt = batch.receipt()
+    assert [o.call_id for o in receipt.observations] == [first.call_id, third.call_id]
+    assert not receipt.complete

@@ -75,11 +75,18 @@ class PromptProtection:
         dedup: CallIdDeduplicator | None = None,
         tool_call_cap: int = DEFAULT_TOOL_CALL_CAP,
     ) -> None:
-        """``dedup``: the session-wide answered call ids (a fresh one when None)."""
+        """``dedup``: the conversation's answered calls, shared across its runs.
+
+        Without one the run gets its own and marks each settled batch's calls
+        answered itself.  A ``dedup`` you pass is yours: mark the calls answered
+        (``dedup.mark_answered``) when you record their results, as the ACP
+        session does when it persists them.
+        """
         if not isinstance(mode, GuardMode):
             raise TypeError(f"mode must be a GuardMode; got {mode!r}")
         self._mode = mode
         self._guard = RepeatedToolFailureGuard(mode)
+        self._owns_dedup = dedup is None
         self._protections = PromptProtections(
             dedup if dedup is not None else CallIdDeduplicator(), tool_call_cap
         )
@@ -154,7 +161,8 @@ class PromptProtection:
             raise RuntimeError("the previous batch still waits for its input boundary")
         batch.receipt()  # close it: a later outcome is a late duplicate
         self._batches += 1
-        self._protections.dedup.mark_answered(call.call_id for call in batch.calls)
+        if self._owns_dedup:
+            self._protections.dedup.mark_answered(call.call_id for call in batch.calls)
         if cancelled:
             return PromptCancelled()
         loop_type = self._protections.before_guard(batch.admission, batch.settled())
