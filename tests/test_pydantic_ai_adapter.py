@@ -324,6 +324,20 @@ def test_a_replayed_answered_call_id_is_never_executed_again() -> None:
     assert replay.result.output == "Again."
 
 
+def test_a_call_id_replayed_within_the_run_is_never_executed_again() -> None:
+    executed: list[str] = []
+
+    def fetch(key: str) -> str:
+        """Fetch a record."""
+        executed.append(key)
+        return "found"
+
+    same_id = [Reply(calls=(call("x1", "fetch", {"key": key}),)) for key in ("a", "b")]
+    ran = guarded_run([*same_id, Reply(text="Done.")], [fetch])
+    assert executed == ["a"]
+    assert [o.provider_duplicate for r in ran.receipts for o in r.observations] == [False, True]
+
+
 def test_shadow_sends_what_off_sends() -> None:
     def run(mode: GuardMode) -> Ran:
         return guarded_run(batches(*[FOUR_FAILURES] * 4), tools(fetch_failing), mode=mode)

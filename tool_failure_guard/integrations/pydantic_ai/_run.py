@@ -98,9 +98,9 @@ class GuardedRun:
         self.tool_call_cap = tool_call_cap
         self.tool_calls = 0
         self.prompt_id = prompt_id
-        self.protection = PromptProtection(
-            mode, dedup=CallIdDeduplicator(answered), tool_call_cap=tool_call_cap
-        )
+        #: the conversation's answered call ids: its history's, then each settled batch's
+        self._dedup = CallIdDeduplicator(answered)
+        self.protection = PromptProtection(mode, dedup=self._dedup, tool_call_cap=tool_call_cap)
         self.report = RunReport(telemetry, prompt_id)
         self._on_batch = on_batch
         self.started = time.monotonic()
@@ -211,6 +211,8 @@ class GuardedRun:
             )
         boundary = InputBoundary(has_external_input=user_input)
         action = self.protection.after_batch(settlement, boundary, cancelled=interrupted)
+        # The framework records every call's answer in the history: a later replay is a duplicate.
+        self._dedup.mark_answered(call.call_id for call in settlement.calls)
         outcomes = settlement.outcomes()
         self.tool_calls += len(settlement.admission.executable)
         self.calls_settled += sum(1 for outcome in outcomes if outcome is not None)
