@@ -8,6 +8,7 @@ capabilities, what is never counted, the typed stop, a fresh guard per run.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
@@ -17,10 +18,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from openai_server import Reply, call
-from pydantic_ai import ModelRetry, RunContext, Tool, ToolFailed
+from openai_server import FakeOpenAI, Reply, call, serve
+from pydantic_ai import Agent, ModelRetry, RunContext, Tool, ToolFailed
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.messages import ModelResponse, TextPart, UserPromptPart
+from pydantic_ai.models.openai import OpenAIChatModel
+from pydantic_ai.providers.openai import OpenAIProvider
 from pydantic_ai.tools import DeferredToolRequests
 from pydantic_ai_harness import Ran, batches, guarded_run, kept_call_ids
 
@@ -423,3 +426,25 @@ def test_nothing_but_the_adapter_imports_pydantic_ai() -> None:
         )
     ]
     assert outside == []
+
+
+def test_run_stream_stops_the_same_way() -> None:
+    actions: list[Any] = []
+
+    async def go() -> tuple[Any, int]:
+        with serve(FakeOpenAI(batches(*[FOUR_FAILURES] * 4))) as fake:
+            model = OpenAIChatModel(
+                "test-model", provider=OpenAIProvider(base_url=fake.base_url, api_key="k")
+            )
+            guard = RepeatedToolFailureCapability(
+                mode="enforce", on_batch=lambda _, a: actions.append(a)
+            )
+            agent = Agent(model, tools=tools(fetch_failing), capabilities=[guard])
+            async with agent.run_stream("go") as streamed:
+                output = await streamed.get_output()
+            return output, len(fake.requests)
+
+    output, requests = asyncio.run(go())
+    assert isinstance(output, ProtectionStop) and output.loop_type == LOOP_REPEATED_TOOL_FAILURE
+    assert requests == 3
+    assert [a.decision.kind.value for a in actions] == ["tracked", "warn", "stop"]
