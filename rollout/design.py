@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any, Final
 
+from rollout import sql
 from rollout.check import MIN_DAYS, day
 from rollout.engine import Engine
 
@@ -73,15 +74,15 @@ def assignment(engine: Engine) -> dict[tuple[str, str], dict[str, Any]]:
 def before_after(engine: Engine) -> dict[tuple[str, str], dict[str, Any]]:
     """(environment, cohort) -> Phase 2's periods, their days and versions (no randomisation)."""
     rows = engine.rows(
-        """SELECT environment, input_boundary, mode, count(DISTINCT day), min(day), max(day)
+        f"""SELECT environment, input_boundary, mode, count(DISTINCT day), min(day), max(day)
            FROM prompt_facts
-           WHERE mode IN ('shadow', 'warn') AND route = 'acp_foreground'
+           WHERE mode IN ('shadow', 'warn') AND {sql.GUARDED_ROUTE}
            GROUP BY environment, input_boundary, mode"""
     )
     versions: dict[tuple[str, str, str], set[str]] = {}
     for env, kind, mode, version in engine.rows(
-        """SELECT DISTINCT environment, input_boundary, mode, service_version FROM prompt_facts
-           WHERE mode IN ('shadow', 'warn') AND route = 'acp_foreground'"""
+        f"""SELECT DISTINCT environment, input_boundary, mode, service_version FROM prompt_facts
+           WHERE mode IN ('shadow', 'warn') AND {sql.GUARDED_ROUTE}"""
     ):
         versions.setdefault((str(env), str(kind), str(mode)), set()).add(str(version))
     periods: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}

@@ -15,7 +15,7 @@ from typing import Any, Final
 import numpy as np
 
 from rollout import check as checking
-from rollout import latency, stats
+from rollout import latency, sql, stats
 from rollout.design import assignment, before_after
 from rollout.engine import Engine
 from rollout.metrics import ARMS, COLUMNS, col, metric_gates
@@ -31,7 +31,7 @@ COMPARISONS: Final = {
     "periods are not controlled",
 }
 _SUMS = ", ".join(f"coalesce(sum({expr}), 0)" for expr in COLUMNS.values())
-_ARM_FILTER = "route = 'acp_foreground' AND input_boundary IN ('drain', 'prompt-only')"
+_ARM_FILTER = f"{sql.GUARDED_ROUTE} AND input_boundary IN ('drain', 'prompt-only')"
 
 Key = tuple[str, str, str]  # environment, cohort, mode
 

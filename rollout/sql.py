@@ -28,8 +28,11 @@ from __future__ import annotations
 from typing import Final
 
 from session.telemetry import GUARD_LOG_EVENT as GUARD_EVENT
-from session.telemetry import PROMPT_EVENT, SESSION_CLOSED_EVENT, TOOL_CALL_EVENT
+from session.telemetry import GUARD_ROUTES, PROMPT_EVENT, SESSION_CLOSED_EVENT, TOOL_CALL_EVENT
 
+#: The prompts the gates compare: every guard host's (the ACP session's and each framework
+#: adapter's), never a channel bridge's.
+GUARDED_ROUTE: Final = "route IN ({})".format(", ".join(f"'{r}'" for r in sorted(GUARD_ROUTES)))
 #: Decisions that counted a candidate (the batch had exactly one eligible key).
 CANDIDATE_DECISIONS: Final = ("tracked", "would_warn", "warned", "would_stop", "stopped")
 #: Reset reasons that downgrade a prompt (its guard can no longer stop it).

@@ -14,6 +14,7 @@ from host_behaviour import HostDriver
 HOSTS: tuple[str, ...] = (
     "acp",
     "own_loop",
+    "pydantic_ai",
     "openai_agents",
     "langchain",
 )

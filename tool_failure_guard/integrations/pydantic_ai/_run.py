@@ -1,0 +1,306 @@
+"""One guarded pydantic-ai run: the host side of :class:`~tool_failure_guard.core.PromptProtection`.
+
+The capability's hooks feed this object framework events; it turns them into
+core calls and hands the core's actions back:
+
+- :meth:`GuardedRun.admit`: a model response's function calls, before they run
+  (provider replays of answered call ids are never executed);
+- :meth:`GuardedRun.executed` / :meth:`GuardedRun.invalid`: what the execution
+  boundary and argument validation saw of each call;
+- :meth:`GuardedRun.settle`: the batch is over (every call answered, or the run
+  was interrupted): each call is settled from what was seen
+  (:func:`~tool_failure_guard.integrations.pydantic_ai._outcomes.settle`),
+  the core decides, the telemetry is reported and the action returned.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable, Sequence
+
+import attrs
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+
+from guard import GuardMode, InputBoundary
+from session.telemetry import GuardTelemetry, PromptOutcome
+from tool_failure_guard.core import (
+    Action,
+    BatchSettlement,
+    CallIdDeduplicator,
+    CallOutcome,
+    FunctionCall,
+    PromptProtection,
+    Stop,
+    provider_duplicate,
+)
+from tool_failure_guard.integrations.pydantic_ai._outcomes import Execution, Returned, settle
+from tool_failure_guard.integrations.pydantic_ai._report import ROUTE, RunReport
+
+_log = logging.getLogger("tool_failure_guard.integrations.pydantic_ai")
+
+#: Bound on the text kept from a tool return (the receipt never holds text; this is for hooks).
+_TEXT_LIMIT = 2000
+
+
+def answered_call_ids(messages: Iterable[ModelMessage]) -> set[str]:
+    """Call ids the history already answered (the call-id de-duplicator's memory)."""
+    return {
+        part.tool_call_id
+        for message in messages
+        if isinstance(message, ModelRequest)
+        for part in message.parts
+        if isinstance(part, ToolReturnPart)
+    }
+
+
+def returned_of(part: ToolReturnPart) -> Returned:
+    retry = part.retry
+    try:
+        text = part.model_response_str(wrap_if_error=False)
+    except Exception:  # content the framework cannot render: the statuses still hold
+        text = ""
+    return Returned(
+        outcome=str(part.outcome),
+        cause=None if retry is None else str(retry.cause),
+        text=text[:_TEXT_LIMIT],
+    )
+
+
+@attrs.frozen(kw_only=True)
+class _Admitted:
+    settlement: BatchSettlement
+    tools: dict[
+        str, tuple[str | None, str]
+    ]  #: call id -> (registered tool name or None, tool type)
+
+
+class GuardedRun:
+    """The protection state of one run and what it has seen."""
+
+    def __init__(
+        self,
+        *,
+        mode: GuardMode,
+        telemetry: GuardTelemetry,
+        tool_call_cap: int,
+        prompt_id: str,
+        answered: Iterable[str] = (),
+        on_batch: Callable[[int, Action], None] | None = None,
+    ) -> None:
+        self.mode = mode
+        self.tool_call_cap = tool_call_cap
+        self.tool_calls = 0
+        self.prompt_id = prompt_id
+        #: the conversation's answered call ids: its history's, then each settled batch's
+        self._dedup = CallIdDeduplicator(answered)
+        self.protection = PromptProtection(mode, dedup=self._dedup, tool_call_cap=tool_call_cap)
+        self.report = RunReport(telemetry, prompt_id)
+        self._on_batch = on_batch
+        self.started = time.monotonic()
+        self.stop: Stop | None = None
+        self.model_turns = 0
+        self.executions_seen = 0
+        self.calls_settled = 0
+        self._batch: _Admitted | None = None
+        self._executions: dict[str, Execution] = {}
+        self._invalid: set[str] = set()
+        self._answered_here: set[str] = set()
+
+    # -- what the hooks report --------------------------------------------------------
+
+    @property
+    def open_batch(self) -> bool:
+        return self._batch is not None
+
+    def admit(
+        self, calls: Sequence[ToolCallPart], tools: dict[str, tuple[str | None, str]]
+    ) -> None:
+        """Open the batch of one model response's function calls (before any runs).
+
+        ``tools`` maps each call's name to its registered identity and tool type
+        (``None`` identity: no tool has that name).
+        """
+        if self._batch is not None or self.stop is not None:
+            return
+        function_calls = [
+            FunctionCall(call_id=part.tool_call_id, name=part.tool_name, args=_args_of(part))
+            for part in calls
+        ]
+        admission = self.protection.admit(function_calls)
+        self._batch = _Admitted(
+            settlement=self.protection.open_batch(admission),
+            tools={
+                call.call_id: tools.get(call.name, (None, "native")) for call in admission.calls
+            },
+        )
+
+    def is_provider_duplicate(self, call_id: str | None) -> bool:
+        batch = self._batch
+        return (
+            batch is not None
+            and call_id is not None
+            and batch.settlement.is_provider_duplicate(call_id)
+        )
+
+    def executed(self, call_id: str | None, execution: Execution) -> None:
+        """The execution boundary saw the tool function start (``running``) or settle.
+
+        The first settled report wins; a report after the batch settled is dropped.
+        """
+        if call_id is None:
+            return
+        known = self._executions.get(call_id)
+        if execution.status == "running":
+            if known is None:
+                self.executions_seen += 1
+                self._executions[call_id] = execution
+        elif known is None or known.status == "running":
+            self._executions[call_id] = execution
+
+    def invalid(self, call_id: str | None) -> None:
+        """Argument validation failed for this call (``on_tool_validate_error``)."""
+        if call_id is not None:
+            self._invalid.add(call_id)
+
+    # -- the batch is over --------------------------------------------------------------
+
+    def settle(
+        self,
+        answers: Iterable[ModelMessage],
+        *,
+        interrupted: bool = False,
+        user_input: bool = False,
+    ) -> Action | None:
+        """Settle the open batch from ``answers`` (the requests carrying its tool returns).
+
+        ``interrupted``: the run was cancelled or aborted inside the batch (the
+        guard is then not consulted); ``user_input``: user content arrived with
+        the answers (the guard's external-input boundary).  None when no batch
+        was open.
+        """
+        batch = self._batch
+        if batch is None:
+            return None
+        self._batch = None
+        settlement = batch.settlement
+        returns: dict[str, Returned] = {}
+        for message in answers:
+            if not isinstance(message, ModelRequest):
+                continue
+            for part in message.parts:
+                if isinstance(part, ToolReturnPart) and part.tool_call_id not in returns:
+                    returns[part.tool_call_id] = returned_of(part)
+        for call in settlement.calls:
+            outcome = self._outcome(call, batch, returns.get(call.call_id), interrupted)
+            if outcome is not None:
+                settlement.settle(outcome)
+        missing = settlement.missing()
+        if missing and not interrupted:
+            _log.warning(
+                "pydantic_ai adapter: %d of %d calls of a batch had no outcome it could see; "
+                "the receipt is incomplete",
+                len(missing),
+                len(settlement.calls),
+            )
+        boundary = InputBoundary(has_external_input=user_input)
+        action = self.protection.after_batch(settlement, boundary, cancelled=interrupted)
+        # The framework records every call's answer in the history: a later replay is a duplicate.
+        self._dedup.mark_answered(call.call_id for call in settlement.calls)
+        outcomes = settlement.outcomes()
+        self.tool_calls += len(settlement.admission.executable)
+        self.calls_settled += sum(1 for outcome in outcomes if outcome is not None)
+        self.report.batch(
+            self.protection.batches,
+            action,
+            outcomes,
+            settlement.admission.provider_duplicates,
+            self.protection.guard,
+        )
+        if isinstance(action, Stop):
+            self.stop = action
+        if self._on_batch is not None:
+            try:
+                self._on_batch(self.protection.batches, action)
+            except Exception as error:  # an observer never changes the run
+                _log.warning(
+                    "pydantic_ai adapter: on_batch raised %s; ignored", type(error).__name__
+                )
+        self._executions.clear()
+        self._invalid.clear()
+        return action
+
+    def _outcome(
+        self, call: FunctionCall, batch: _Admitted, returned: Returned | None, interrupted: bool
+    ) -> CallOutcome | None:
+        tool, tool_type = batch.tools.get(call.call_id, (None, "native"))
+        if batch.settlement.is_provider_duplicate(call.call_id):
+            return provider_duplicate(call, tool=tool, tool_type=tool_type)
+        return settle(
+            call,
+            tool=tool,
+            tool_type=tool_type,
+            execution=self._executions.get(call.call_id),
+            invalid_args=call.call_id in self._invalid,
+            returned=returned,
+            interrupted=interrupted,
+        )
+
+    # -- the run is over ----------------------------------------------------------------
+
+    def finished(
+        self, *, stop_reason: str, input_tokens: int | None, output_tokens: int | None
+    ) -> None:
+        """Report the run's outcome record; warn once when tools ran but nothing was observed."""
+        protection = self.protection
+        if self.executions_seen and not self.calls_settled:
+            _log.warning(
+                "pydantic_ai adapter (RepeatedToolFailureCapability): the run executed %d tool "
+                "call(s) but no batch was observed; the guard did nothing for this run",
+                self.executions_seen,
+            )
+        self.report.finished(
+            PromptOutcome(
+                prompt_id=self.prompt_id,
+                route=ROUTE,
+                mode=self.mode.value,
+                stop_reason=stop_reason,
+                loop_type=protection.loop_type,
+                model_turns=self.model_turns,
+                tool_calls=self.tool_calls,
+                tool_call_cap=self.tool_call_cap,
+                batches=protection.batches,
+                input_tokens=input_tokens,
+                output_tokens=output_tokens,
+                model_latency_s=None,
+                wall_time_s=max(0.0, time.monotonic() - self.started),
+                # Input queued while a batch ran arrives with its answers and is seen at
+                # every boundary (external_input): the framework's history is this host's
+                # drain, so its prompts belong to the drain cohort.
+                drain_supported=True,
+                input_boundary="drain",
+            )
+        )
+
+
+def has_user_input(messages: Iterable[ModelMessage]) -> bool:
+    """Whether user content arrived with a batch's answers (an external-input boundary)."""
+    return any(
+        isinstance(part, UserPromptPart)
+        for message in messages
+        if isinstance(message, ModelRequest)
+        for part in message.parts
+    )
+
+
+def _args_of(part: ToolCallPart) -> dict[str, object]:
+    try:
+        return dict(part.args_as_dict())
+    except Exception:  # arguments that are not a JSON object: validation will say so
+        return {}
