@@ -19,7 +19,7 @@ from session.history import HistoryStore, Message, SettledCall
 from session.loop import GuardedSession
 from session.model import ModelError, ModelTurn, ModelUsage
 from session.otlp_file import OtlpJsonLogExporter
-from session.telemetry import PROMPT_EVENT, OpenTelemetrySink
+from session.telemetry import OpenTelemetrySink
 from session.tools import ToolContext, ToolError
 
 LOOP_BATCH = 4
@@ -224,24 +224,6 @@ class BufferedProcessor(LogRecordProcessor):
 
     def shutdown(self) -> None:
         self.force_flush()
-
-
-class BoundarySink(OpenTelemetrySink):
-    """The agent's sink, adding the owner's declared ``input_boundary`` to prompt records.
-
-    A prompt-only owner's host answers the drain with an empty queue, which is
-    what a declared prompt-only boundary amounts to (every boundary reliable, no
-    input); the record names the kind when the agent's own record does not yet.
-    """
-
-    def __init__(self, boundary: Boundary, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self._boundary = boundary
-
-    def _log(self, event: str, attributes: dict[str, str | int | bool]) -> None:
-        if event == PROMPT_EVENT and self._boundary == "prompt-only":
-            attributes = {"input_boundary": "prompt-only", **attributes}
-        super()._log(event, attributes)
 
 
 def inject_cancelled_counted(sink: OpenTelemetrySink, session: GuardedSession) -> None:

@@ -49,7 +49,6 @@ from guard import GuardMode
 from rollout.assign import in_treatment
 from rollout.fleet import (
     Boundary,
-    BoundarySink,
     BufferedProcessor,
     FleetModel,
     HostClient,
@@ -60,10 +59,12 @@ from rollout.fleet import (
     SimTool,
     inject_cancelled_counted,
 )
+from session.declared_boundary import BoundaryKind
 from session.drain import MidTurnInput
 from session.executor import Executor
 from session.loop import GuardedSession, SessionOptions
 from session.otlp_file import OtlpJsonFile, OtlpJsonLogExporter
+from session.telemetry import OpenTelemetrySink
 from session.tools import ToolContext
 
 #: Simulated fleet start: 2026-11-01T00:00:00Z.
@@ -201,8 +202,7 @@ async def _run_owner(
     provider = LoggerProvider(resource=resource, shutdown_on_exit=False)
     processor = BufferedProcessor(OtlpJsonLogExporter(target))
     provider.add_log_record_processor(processor)
-    sink = BoundarySink(
-        owner.boundary,
+    sink = OpenTelemetrySink(
         meter_provider=NoOpMeterProvider(),
         logger_provider=provider,
         clock_ns=clock.ns,
@@ -231,7 +231,17 @@ async def _run_owner(
             store=store,
             telemetry=sink,
             mode=owner.mode,
-            drain=MidTurnInput(session_id, client.ext_method),
+            # A prompt-only owner's operator declared it: the agent never asks the host,
+            # and its own prompt records name the kind (input_boundary).
+            drain=MidTurnInput(
+                session_id,
+                client.ext_method,
+                declared=(
+                    BoundaryKind.PROMPT_ONLY
+                    if owner.boundary == "prompt-only"
+                    else BoundaryKind.DRAIN
+                ),
+            ),
             options=SessionOptions(tool_call_cap=TOOL_CALL_CAP),
         )
         session.clock = lambda: clock.now

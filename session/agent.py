@@ -1,6 +1,6 @@
 """The guarded ACP agent: initialize, session/new, load, prompt, cancel and close.
 
-:func:`serve` (:mod:`session.serve`, re-exported here) runs a
+:func:`session.serve.serve` runs a
 :class:`GuardedAgent` on stdio with the ACP Python SDK.  The live sessions,
 their one lock each, their history writer locks and their bound are
 :mod:`session.lifecycle`'s.
@@ -46,9 +46,6 @@ from session.loop import CHANNEL_PROMPT_META_KEY, GuardedSession, SessionOptions
 from session.model import Model
 from session.pending import PendingInputLog
 from session.replay import replay_updates
-from session.serve import quiet_notifications as quiet_notifications
-from session.serve import serve as serve
-from session.serve import strip_colliding_meta as strip_colliding_meta
 from session.settings import DEFAULT_MCP_TIMEOUT as DEFAULT_MCP_TIMEOUT
 from session.settings import resolve_settings
 from session.telemetry import GuardTelemetry, NullTelemetry

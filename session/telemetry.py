@@ -29,8 +29,9 @@ them through in-memory readers and exporters.
 This module is the OpenTelemetry sink; the rest lives beside it and is
 re-exported here, so ``from session.telemetry import X`` keeps working:
 :mod:`session.telemetry_records` (the protocols and records),
-:mod:`session.telemetry_names` (names, closed value sets, buckets, labels) and
-:mod:`session.telemetry_build` (the sink ``--telemetry`` names).
+:mod:`session.telemetry_names` (names, closed value sets, buckets, labels).
+:mod:`session.telemetry_build` builds the sink ``--telemetry`` names on top of
+this one (it imports this module, never the other way round).
 """
 
 from __future__ import annotations
@@ -47,14 +48,6 @@ from guard import (
     Decision,
     GuardMode,
     RepeatedToolFailureGuard,
-)
-from session.telemetry_build import (
-    FILE_KIND_PREFIX,
-    TELEMETRY_KINDS,
-    TelemetryConfigurationError,
-    build_telemetry,
-    package_version,
-    telemetry_resource,
 )
 from session.telemetry_names import (
     DECISION_LABELS,
@@ -92,6 +85,7 @@ from session.telemetry_names import (
     batch_count_bucket,
     failure_count_bucket,
     logged_ordinal,
+    package_version,
     transition_fields,
 )
 from session.telemetry_records import (
@@ -105,7 +99,6 @@ from session.telemetry_records import (
 #: Everything ``from session.telemetry import ...`` offered before the split.
 __all__ = [
     "DECISION_LABELS",
-    "FILE_KIND_PREFIX",
     "FRAMEWORK_ROUTES",
     "GUARD_COUNTER",
     "GUARD_LOG_EVENT",
@@ -128,7 +121,6 @@ __all__ = [
     "SESSION_CLOSED_EVENT",
     "SESSION_CLOSED_LOG_FIELDS",
     "SESSION_CLOSE_REASONS",
-    "TELEMETRY_KINDS",
     "TOOL_CALL_ATTRIBUTE_VALUES",
     "TOOL_CALL_COUNTER",
     "TOOL_CALL_EVENT",
@@ -141,12 +133,9 @@ __all__ = [
     "OutcomeTelemetry",
     "ProductAnalytics",
     "PromptOutcome",
-    "TelemetryConfigurationError",
     "batch_count_bucket",
-    "build_telemetry",
     "failure_count_bucket",
     "package_version",
-    "telemetry_resource",
 ]
 
 

@@ -9,10 +9,10 @@ import importlib
 import os
 import sys
 from collections.abc import Mapping
-from importlib import metadata
 from typing import TYPE_CHECKING, Any, Final
 
-from session.telemetry_names import ProductAnalytics
+from session.telemetry import OpenTelemetrySink
+from session.telemetry_names import ProductAnalytics, package_version
 from session.telemetry_records import GuardTelemetry, NullTelemetry
 
 if TYPE_CHECKING:
@@ -22,14 +22,6 @@ if TYPE_CHECKING:
 TELEMETRY_KINDS = ("none", "console", "otlp")
 #: ``--telemetry file:PATH``: OTLP JSON lines, as the Collector's file exporter writes them.
 FILE_KIND_PREFIX: Final = "file:"
-
-
-def package_version() -> str:
-    """The installed version of tool-failure-guard (the default ``service.version``)."""
-    try:
-        return metadata.version("tool-failure-guard")
-    except metadata.PackageNotFoundError:
-        return "0+unknown"
 
 
 def telemetry_resource() -> Resource:
@@ -125,8 +117,6 @@ def build_telemetry(
         ConsoleMetricExporter,
         PeriodicExportingMetricReader,
     )
-
-    from session.telemetry import OpenTelemetrySink  # the sink module re-exports this one
 
     resource = telemetry_resource()
     if file_path is not None:

@@ -8,6 +8,7 @@ Re-exported by :mod:`session.telemetry`.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from importlib import metadata
 from typing import Final
 
 import attrs
@@ -260,3 +261,11 @@ def logged_ordinal(decision: Decision, guard: RepeatedToolFailureGuard) -> int:
             return 0
         return int(guard.last_candidate_ordinal)
     return int(guard.candidate_ordinal)
+
+
+def package_version() -> str:
+    """The installed version of tool-failure-guard (the default ``service.version``)."""
+    try:
+        return metadata.version("tool-failure-guard")
+    except metadata.PackageNotFoundError:
+        return "0+unknown"

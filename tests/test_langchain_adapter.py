@@ -200,7 +200,8 @@ def test_a_replayed_call_id_is_never_run_again(tmp_path: Path) -> None:
         ran_times.append(text)
         return "noted"
 
-    answers = [*replies([("note", {"text": "a"})])[:1], *replies([("note", {"text": "b"})])]
+    # A replay is the same call sent again (same id, name and arguments; core protections).
+    answers = [*replies([("note", {"text": "a"})])[:1], *replies([("note", {"text": "a"})])]
     ran = guarded_run(answers, [StructuredTool.from_function(note)])
     assert ran_times == ["a"]  # the replayed b1c0 was answered, not executed
     replayed = [m for m in ran.state["messages"] if isinstance(m, ToolMessage)][1]

@@ -35,8 +35,8 @@ from session.telemetry import (
     TOOL_CALL_EVENT,
     TOOL_CALL_LOG_FIELDS,
     OpenTelemetrySink,
-    build_telemetry,
 )
+from session.telemetry_build import build_telemetry
 
 
 class NoDrainClient(FakeClient):

@@ -43,10 +43,12 @@ from session.telemetry import (
     LoopDetectedEvent,
     NullTelemetry,
     OpenTelemetrySink,
-    TelemetryConfigurationError,
     batch_count_bucket,
-    build_telemetry,
     failure_count_bucket,
+)
+from session.telemetry_build import (
+    TelemetryConfigurationError,
+    build_telemetry,
     telemetry_resource,
 )
 

@@ -128,13 +128,14 @@ def run(args: argparse.Namespace) -> int:
     import asyncio
     import logging
 
-    from session.agent import AgentConfig, GuardedAgent, serve
+    from session.agent import AgentConfig, GuardedAgent
     from session.envconfig import EnvConfig
     from session.framing import DEFAULT_MAX_FRAME_BYTES, MIN_MAX_FRAME_BYTES
     from session.history import default_state_dir
     from session.model import Model, ScenarioError, ScriptedModel, load_scenario
     from session.redact import install_redaction
-    from session.telemetry import build_telemetry
+    from session.serve import serve
+    from session.telemetry_build import build_telemetry
 
     logging.basicConfig(
         stream=sys.stderr, level=args.log_level, format="agent %(levelname)s %(name)s: %(message)s"
