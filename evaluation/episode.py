@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -59,19 +60,49 @@ def _mcp_servers(task: Task) -> list[Any]:
     ]
 
 
-async def _drive(
-    task: Task, arm: str, seed: int, settings: Settings, root: Path
-) -> tuple[str, str, float, dict[str, Any]]:
-    """Run the prompt; (session id, ACP stop reason or error, wall seconds, response meta)."""
-    project, home, state = root / "project", root / "home", root / "state"
-    home.mkdir(parents=True, exist_ok=True)
+@attrs.frozen
+class Driven:
+    """What the client saw of one episode's prompt."""
+
+    task: Task
+    root: Path
+    session_id: str
+    acp_stop: str  #: the ACP stop reason, "harness_timeout" or "error: ..."
+    wall_s: float
+    meta: dict[str, Any]
+
+
+async def _prompt(conn: Any, task: Task, root: Path, settings: Settings) -> Driven:
+    project = root / "project"
     task.build(project)
-    client = RecordingClient()
+    session = await conn.new_session(cwd=str(project), mcp_servers=_mcp_servers(task))
+    sid = session.session_id
+    started = time.monotonic()
+    try:
+        response = await asyncio.wait_for(
+            conn.prompt(session_id=sid, prompt=[text_block(task.prompt)]),
+            settings.episode_timeout_s,
+        )
+    except TimeoutError:
+        await conn.cancel(session_id=sid)
+        return Driven(task, root, sid, "harness_timeout", time.monotonic() - started, {})
+    except Exception as exc:  # the prompt failed: recorded, never a verdict
+        return Driven(task, root, sid, f"error: {exc}"[:300], time.monotonic() - started, {})
+    meta = dict((response.field_meta or {}).get("toolFailureGuard") or {})
+    return Driven(task, root, sid, str(response.stop_reason), time.monotonic() - started, meta)
+
+
+async def _drive(
+    tasks: Sequence[Task], arm: str, seed: int, settings: Settings, group: Path
+) -> list[Driven]:
+    """One agent process for ``arm`` and ``seed``; one fresh session per task."""
+    home, state = group / "home", group / "state"
+    home.mkdir(parents=True, exist_ok=True)
     args = [
         "--model",
         f"openai:{settings.model}",
         "--telemetry",
-        f"file:{root / 'telemetry.jsonl'}",
+        f"file:{group / 'telemetry.jsonl'}",
         "--temperature",
         str(settings.temperature),
         "--seed",
@@ -87,9 +118,10 @@ async def _drive(
         TOOL_CALL_CAP_ENV_VAR: str(settings.tool_call_cap),
         MCP_TIMEOUT_ENV_VAR: f"{settings.mcp_timeout_s:g}",
     }
-    with (root / "agent.stderr").open("w") as stderr:
+    driven: list[Driven] = []
+    with (group / "agent.stderr").open("w") as stderr:
         async with spawn_guarded_agent_process(
-            client,
+            client=RecordingClient(),
             mode=arm,
             state_dir=state,
             home=home,
@@ -97,39 +129,38 @@ async def _drive(
             extra_env=env,
             stderr=stderr,
         ) as (conn, _process):
-            session = await conn.new_session(cwd=str(project), mcp_servers=_mcp_servers(task))
-            started = time.monotonic()
-            try:
-                response = await asyncio.wait_for(
-                    conn.prompt(session_id=session.session_id, prompt=[text_block(task.prompt)]),
-                    settings.episode_timeout_s,
-                )
-            except TimeoutError:
-                await conn.cancel(session_id=session.session_id)
-                return session.session_id, "harness_timeout", time.monotonic() - started, {}
-            except Exception as exc:  # the prompt failed: recorded, never a verdict
-                return session.session_id, f"error: {exc}"[:300], time.monotonic() - started, {}
-            wall = time.monotonic() - started
-            meta = dict((response.field_meta or {}).get("toolFailureGuard") or {})
-            return session.session_id, str(response.stop_reason), wall, meta
+            for task in tasks:
+                driven.append(await _prompt(conn, task, group / task.name, settings))
+    return driven
 
 
-def run_episode(
-    task: Task, arm: str, seed: int, settings: Settings, work: Path
-) -> dict[str, Any]:
-    """Run one episode in ``work/<episode id>`` and return its record."""
+def run_group(
+    tasks: Sequence[Task], arm: str, seed: int, settings: Settings, work: Path
+) -> list[dict[str, Any]]:
+    """Run ``tasks`` in one agent (``arm``, ``seed``) under ``work``; their records.
+
+    One agent process serves all the tasks of an arm and seed (each in its own
+    session and workspace): starting the agent costs more than a short episode.
+    The records are read after the agent exited, when its telemetry is flushed.
+    """
     if arm not in ARMS:
         raise ValueError(f"unknown arm {arm!r}; arms: {', '.join(ARMS)}")
-    root = work / episode_id(task, arm, seed)
-    root.mkdir(parents=True, exist_ok=False)
-    session_id, acp_stop, wall, meta = asyncio.run(_drive(task, arm, seed, settings, root))
-    return episode_record(
-        task=task,
-        arm=arm,
-        seed=seed,
-        root=root,
-        session_id=session_id,
-        acp_stop=acp_stop,
-        wall_s=wall,
-        meta=meta,
-    )
+    group = work / f"{arm}.s{seed}"
+    group.mkdir(parents=True, exist_ok=False)
+    driven = asyncio.run(_drive(tasks, arm, seed, settings, group))
+    return [
+        episode_record(
+            task=d.task,
+            arm=arm,
+            seed=seed,
+            episode=episode_id(d.task, arm, seed),
+            workspace=d.root / "project",
+            telemetry=group / "telemetry.jsonl",
+            state=group / "state",
+            session_id=d.session_id,
+            acp_stop=d.acp_stop,
+            wall_s=d.wall_s,
+            meta=d.meta,
+        )
+        for d in driven
+    ]

@@ -148,20 +148,28 @@ def episode_record(
     task: Task,
     arm: str,
     seed: int,
-    root: Path,
+    episode: str,
+    workspace: Path,
+    telemetry: Path,
+    state: Path,
     session_id: str,
     acp_stop: str,
     wall_s: float,
     meta: Mapping[str, Any],
 ) -> dict[str, Any]:
-    events = telemetry_events(root / "telemetry.jsonl")
+    # this session's records only: the prompt id is "<session id>########<n>"
+    events = [
+        (name, attributes)
+        for name, attributes in telemetry_events(telemetry)
+        if str(attributes.get("prompt_id", "")).split("#", 1)[0] == session_id
+    ]
     prompts = [a for name, a in events if name == "tool_failure_guard.prompt"]
     guard = [a for name, a in events if name == "tool_failure_guard.repeated_tool_failure_guard"]
     settled = [a for name, a in events if name == "tool_failure_guard.tool_call"]
     try:
-        _cwd, messages = HistoryStore(root / "state").load(session_id)
+        _cwd, messages = HistoryStore(state).load(session_id)
     except Exception as error:  # no history: the record says so rather than guessing
-        raise RecordError(f"{root}: session history unreadable: {error}") from error
+        raise RecordError(f"{state}: session {session_id} history unreadable: {error}") from error
     batches = _batches(messages)
     _join_calls(batches, settled)
     for batch in batches:
@@ -175,7 +183,7 @@ def episode_record(
     follow_ups = [follow_up(batches, i) for i, d in enumerate(decisions) if d in REMINDED]
     final_text = _final_text(messages)
     return {
-        "episode": root.name,
+        "episode": episode,
         "task": task.name,
         "kind": task.kind,
         "provokes": task.provokes,
@@ -196,7 +204,7 @@ def episode_record(
         "would_remind": sum(d in WOULD_REMIND for d in decisions),
         "would_stop": sum(d in WOULD_STOP for d in decisions),
         "follow_ups": follow_ups,
-        "success": task.check(root / "project", final_text),
+        "success": task.check(workspace, final_text),
         "final_text": final_text,
         "meta_batches": len(meta.get("batches", [])) if meta else None,
         "batches": batches,

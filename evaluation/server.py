@@ -145,6 +145,8 @@ def external_endpoint() -> Endpoint | None:
     if status == 200:
         with contextlib.suppress(ValueError):
             data = json.loads(body)
-            owned = {str(m.get("owned_by", "")) for m in data.get("data", []) if isinstance(m, dict)}
+            owned = {
+                str(m.get("owned_by", "")) for m in data.get("data", []) if isinstance(m, dict)
+            }
             version = ", ".join(sorted(o for o in owned if o)) or "unknown"
     return Endpoint(base.rstrip("/"), key, model, version, False)

