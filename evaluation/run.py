@@ -72,7 +72,7 @@ def endpoint(log_dir: Path) -> Iterator[tuple[Endpoint, dict[str, Any]]]:
     with local_server(
         paths["server"], paths["model"], paths["template"], log_path=log_dir / "llama-server.log"
     ) as local:
-        yield local, {"weights": weights}
+        yield local, {"weights": weights, "setup_measured": setup_model.setup_times()}
 
 
 def _parse_ints(text: str) -> list[int]:

