@@ -25,7 +25,9 @@ ERROR_CHARS = 120
 FINAL_TEXT_CHARS = 400
 #: Decisions that put the reminder into the next request (warn and enforce).
 REMINDED = frozenset({"warned"})
-#: Decisions that count as a reminder or stop whether or not it was acted on.
+#: Decisions that count as a reminder or stop whether or not it was acted on.  After a
+#: ``would_warn`` (shadow: no reminder sent) the next batch is the baseline of what the
+#: model does anyway.
 WOULD_REMIND = frozenset({"warned", "would_warn"})
 WOULD_STOP = frozenset({"stopped", "would_stop"})
 
@@ -180,7 +182,7 @@ def episode_record(
             batches[ordinal]["decision"] = decision["decision"]
     prompt = prompts[-1] if prompts else {}
     decisions = [b["decision"] for b in batches]
-    follow_ups = [follow_up(batches, i) for i, d in enumerate(decisions) if d in REMINDED]
+    follow_ups = [follow_up(batches, i) for i, d in enumerate(decisions) if d in WOULD_REMIND]
     final_text = _final_text(messages)
     return {
         "episode": episode,

@@ -103,7 +103,7 @@ def _endings(records: Sequence[Record]) -> list[str]:
 def _follow_ups(records: Sequence[Record]) -> list[str]:
     outcomes = ("no_tool_calls", "another_tool", "another_key", "repeated")
     rows = []
-    for arm in ("warn", "enforce"):
+    for arm in ("shadow", "warn", "enforce"):
         chosen = [r for r in records if r["arm"] == arm]
         if not chosen:
             continue
@@ -112,13 +112,13 @@ def _follow_ups(records: Sequence[Record]) -> list[str]:
         changed = total - counts.get("repeated", 0)
         rows.append(
             [
-                arm,
+                arm + (" (none sent: baseline)" if arm == "shadow" else ""),
                 str(total),
                 *(str(counts.get(o, 0)) for o in outcomes),
                 stats.share(changed, total),
             ]
         )
-    return _table(("arm", "reminders", *outcomes, "changed course"), rows)
+    return _table(("arm", "reminders (shadow: would-be)", *outcomes, "changed course"), rows)
 
 
 def _controls(records: Sequence[Record]) -> list[str]:
@@ -299,7 +299,8 @@ def render(records: Sequence[Record], meta: Mapping[str, Any], *, plot_name: str
         "",
         "For each reminder (warn and enforce put it into the next request), the next batch: "
         "`no_tool_calls` (none), `another_tool`, `another_key` (same tool, not all failing "
-        "with the reminded error), or `repeated`.",
+        "with the reminded error), or `repeated`. The shadow row is the baseline: the same "
+        "point in shadow episodes, where the reminder was only counted, not sent.",
         "",
         *_follow_ups(records),
         "",

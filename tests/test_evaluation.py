@@ -104,6 +104,7 @@ def test_every_arm_runs_through_the_agent_and_the_records_say_what_happened(
     assert (off["tool_calls"], off["model_turns"]) == (12, 13)
     assert shadow["would_remind"] == 1 and shadow["would_stop"] == 1 and shadow["reminders"] == 0
     assert shadow["tool_calls"] == 12 and shadow["loop_type"] is None
+    assert shadow["follow_ups"] == ["repeated"]  # no reminder was sent: the model went on
     for heeded in (warn, enforce):
         # reminded once, the next batch used another tool, and the checker saw the answer
         assert heeded["reminders"] == 1 and heeded["follow_ups"] == ["another_tool"]
@@ -140,6 +141,7 @@ def test_the_report_numbers_are_recomputed_from_the_saved_records(
             assert cells[4].split(" [")[0] == f"{turns:.0f}"
             assert cells[-1] == f"{sum(r['success'] for r in chosen)}/{len(chosen)}"
     # one reminder each in warn and enforce, both followed by another tool
+    assert _row(text, "shadow (none sent: baseline)", "1", "0", "0", "0", "1", "0/1")
     assert _row(text, "warn", "1", "0", "1", "0", "0", "1/1")
     assert _row(text, "enforce", "1", "0", "1", "0", "0", "1/1")
     agree, total = report.replay_agreement(records)
