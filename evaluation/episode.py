@@ -29,6 +29,9 @@ from session.envconfig import MCP_TIMEOUT_ENV_VAR, TOOL_CALL_CAP_ENV_VAR
 
 ARMS = ("off", "shadow", "warn", "enforce")
 MCP_SERVER_SCRIPT = Path(__file__).resolve().parent / "mcp_slow_server.py"
+#: The evaluation's system prompt: the built-in one, plus "make the call, never describe
+#: it" (without it the 1.5B model mostly described calls in prose: no tool calls at all).
+SYSTEM_PROMPT = Path(__file__).resolve().parent / "system_prompt.txt"
 
 
 @attrs.frozen(kw_only=True)
@@ -111,6 +114,8 @@ async def _drive(
         str(settings.max_tokens),
         "--model-max-retries",
         "1",
+        "--system-prompt-file",
+        str(SYSTEM_PROMPT),
     ]
     env = {
         "OPENAI_BASE_URL": settings.base_url,

