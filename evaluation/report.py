@@ -244,6 +244,42 @@ def scale_note(meta: Mapping[str, Any], records: Sequence[Record]) -> str:
     )
 
 
+def summary(records: Sequence[Record]) -> list[str]:
+    """The headline facts, each computed from the records."""
+    failures = [r for r in records if r["kind"] == "failure"]
+    controls = [r for r in records if r["kind"] == "control"]
+    remind = sum(r["would_remind"] > 0 for r in records)
+    cap = sum(r.get("loop_type") == "tool_call_cap" for r in records)
+    cap_controls = sum(r.get("loop_type") == "tool_call_cap" for r in controls)
+    no_calls = sum(not r.get("tool_calls") for r in failures)
+    calls = stats.values(failures, "tool_calls")
+    clean_controls = [r for r in controls if r["arm"] in ("off", "shadow")]
+    peer_false = {
+        label: sum(rule(r["batches"]) is not None for r in clean_controls)
+        for label, rule in PEER_RULES.items()
+    }
+    lines = [
+        f"- The guard reminded or would have reminded in {remind} of {len(records)} "
+        f"episodes. On the failure tasks the model made a median of "
+        f"{stats.fmt(statistics.median(calls)) if calls else '–'} tool calls "
+        f"({no_calls} of {len(failures)} episodes made none) before giving up"
+        + (
+            ": it never failed the same way 8 times, so the guard's threshold was not reached."
+            if remind == 0
+            else "."
+        ),
+        f"- {cap} episodes ended at the per-prompt tool-call cap, {cap_controls} of them on "
+        "control tasks (repeated calls that did not fail the same way: not this guard's "
+        "business by design).",
+    ]
+    lines += [
+        f"- {label} [re-stated rule] would have fired on {n} of {len(clean_controls)} "
+        "off/shadow control episodes."
+        for label, n in peer_false.items()
+    ]
+    return lines
+
+
 def render(records: Sequence[Record], meta: Mapping[str, Any], *, plot_name: str) -> str:
     agree, guarded = replay_agreement(records)
     out = [
@@ -258,11 +294,19 @@ def render(records: Sequence[Record], meta: Mapping[str, Any], *, plot_name: str
         "endpoint through the official `openai` SDK. Every number below is computed from "
         "the saved episode records (`docs/evaluation/episodes.jsonl`, from the agent's own "
         "`--telemetry file:` output and session history); `tests/test_evaluation.py` "
-        "recomputes them.",
+        "recomputes them. The agent runs with `evaluation/system_prompt.txt`: the built-in "
+        'system prompt plus "make the call, never describe it" (with the built-in one '
+        "alone this 1.5B model mostly described its calls in prose and made none). Each "
+        "arm and seed is one agent process; each task is a fresh session in a fresh "
+        "workspace.",
         "",
         "## Run",
         "",
         *_meta_section(meta, records),
+        "",
+        "## Summary",
+        "",
+        *summary(records),
         "",
         "## Scale: what these numbers can and cannot show",
         "",
