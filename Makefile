@@ -11,7 +11,7 @@ MCP_STAMP := $(MCP_SERVERS)/node_modules/.installed
 CLIENTS := .clients
 CLIENTS_STAMP := $(CLIENTS)/node_modules/.installed
 
-.PHONY: demo test bench render lint typecheck unit setup clean
+.PHONY: demo test bench render lint typecheck unit setup clean eval eval-setup
 
 $(STAMP): pyproject.toml
 	@command -v dot >/dev/null 2>&1 || { \
@@ -49,7 +49,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 
 typecheck: $(STAMP)
-	$(BIN)/mypy --strict statecharts guard session tool_failure_guard rollout
+	$(BIN)/mypy --strict statecharts guard session tool_failure_guard rollout evaluation
 
 unit: $(STAMP) $(MCP_STAMP) $(CLIENTS_STAMP)
 	$(BIN)/pytest
@@ -61,6 +61,15 @@ test: lint typecheck $(STAMP) $(MCP_STAMP) $(CLIENTS_STAMP)
 bench: $(STAMP)
 	$(BIN)/tool-failure-guard bench
 	$(BIN)/python -m rollout.bench
+
+# The real-model evaluation (docs/evaluation.md): not part of `make test`. Set-up is cached
+# outside the repository; OPENAI_BASE_URL + TFG_EVAL_MODEL point it at your own server.
+EVAL_ARGS ?=
+eval-setup:
+	$(PYTHON) evaluation/setup_model.py
+
+eval: $(STAMP) $(MCP_STAMP)
+	$(BIN)/python -m evaluation run $(EVAL_ARGS)
 
 render: $(STAMP)
 	$(BIN)/tool-failure-guard render

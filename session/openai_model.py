@@ -79,6 +79,25 @@ def read_system_prompt(path: Path | None) -> str:
 
 
 @attrs.frozen(kw_only=True)
+class Sampling:
+    """Optional request parameters; None leaves the endpoint's default."""
+
+    temperature: float | None = None
+    seed: int | None = None
+    max_tokens: int | None = None
+
+    def request_fields(self) -> dict[str, Any]:
+        fields: dict[str, Any] = {}
+        if self.temperature is not None:
+            fields["temperature"] = self.temperature
+        if self.seed is not None:
+            fields["seed"] = self.seed
+        if self.max_tokens is not None:
+            fields["max_tokens"] = self.max_tokens
+        return fields
+
+
+@attrs.frozen(kw_only=True)
 class OpenAISettings:
     """What selects and reaches one model; the key never appears in a message."""
 
@@ -87,6 +106,8 @@ class OpenAISettings:
     api_key: str | None = attrs.field(default=None, repr=False)
     max_retries: int = DEFAULT_MAX_RETRIES
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
+    #: Sampling, sent only when set (``--temperature``, ``--seed``, ``--max-tokens``).
+    sampling: Sampling = attrs.field(factory=lambda: Sampling())
 
     @classmethod
     def from_env(
@@ -96,6 +117,7 @@ class OpenAISettings:
         *,
         max_retries: int = DEFAULT_MAX_RETRIES,
         system_prompt: str = DEFAULT_SYSTEM_PROMPT,
+        sampling: Sampling | None = None,
     ) -> OpenAISettings:
         return cls(
             model=model,
@@ -103,6 +125,7 @@ class OpenAISettings:
             api_key=env.get(API_KEY_ENV_VAR) or None,
             max_retries=max_retries,
             system_prompt=system_prompt,
+            sampling=sampling or Sampling(),
         )
 
 
@@ -257,6 +280,7 @@ class OpenAIChatModel:
             "messages": messages,
             "stream": True,
             "stream_options": {"include_usage": True},
+            **self.settings.sampling.request_fields(),
         }
         if tools:
             request["tools"] = tool_definitions(tools)

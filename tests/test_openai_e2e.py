@@ -346,3 +346,23 @@ def test_the_test_server_also_speaks_non_streaming_completions() -> None:
     assert message.tool_calls is not None
     assert json.loads(message.tool_calls[0].function.arguments) == {"path": "a"}
     assert completion.usage is not None and completion.usage.prompt_tokens == 3
+
+
+def test_sampling_options_reach_every_request_and_are_absent_by_default(tmp_path: Path) -> None:
+    loop = {"turns": [{"text": "Reading.", "calls": [READ]}], "final_text": "Done."}
+    for name in ("seeded", "plain"):
+        (tmp_path / name).mkdir()
+    seeded = run_agent(
+        tmp_path / "seeded",
+        mode="warn",
+        provider="openai",
+        scenario=loop,
+        extra_args=("--temperature", "0.7", "--seed", "42", "--max-tokens", "64"),
+    )
+    assert seeded.fake is not None and len(seeded.fake.requests) == 2
+    for body in seeded.fake.requests:
+        assert (body["temperature"], body["seed"], body["max_tokens"]) == (0.7, 42, 64)
+    plain = run_agent(tmp_path / "plain", mode="warn", provider="openai", scenario=loop)
+    assert plain.fake is not None and plain.fake.requests
+    for body in plain.fake.requests:
+        assert not {"temperature", "seed", "max_tokens"} & set(body)

@@ -52,6 +52,9 @@ def test_stdin_from_dev_null_is_refused_instead_of_hanging() -> None:
         (["--model", "gpt"], "--model must be 'scripted' or 'openai:<model name>', got 'gpt'"),
         (["--model", "openai:"], "--model must be 'scripted' or 'openai:<model name>'"),
         (["--model", "openai:m", "--model-max-retries", "-1"], "--model-max-retries must be 0"),
+        (["--model", "openai:m", "--temperature", "3"], "--temperature must be between 0 and 2"),
+        (["--model", "openai:m", "--temperature", "nan"], "--temperature must be between 0 and 2"),
+        (["--model", "openai:m", "--max-tokens", "0"], "--max-tokens must be at least 1"),
         (
             ["--model", "openai:m", "--system-prompt-file", "/nonexistent/prompt.txt"],
             "bad system prompt: /nonexistent/prompt.txt: cannot read",

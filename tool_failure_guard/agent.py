@@ -37,6 +37,29 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "with exponential backoff (default: 2)",
     )
     parser.add_argument(
+        "--temperature",
+        type=float,
+        default=None,
+        metavar="T",
+        help="sampling temperature sent with every request (openai models; default: the "
+        "endpoint's)",
+    )
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        metavar="N",
+        help="sampling seed sent with every request (openai models; honoured by llama.cpp, "
+        "vLLM and OpenAI's best effort)",
+    )
+    parser.add_argument(
+        "--max-tokens",
+        type=int,
+        default=None,
+        metavar="N",
+        help="output-token limit of one model turn (openai models; default: the endpoint's)",
+    )
+    parser.add_argument(
         "--scenario",
         default=DEFAULT_SCENARIO,
         metavar="NAME|FILE",
@@ -160,8 +183,23 @@ def run(args: argparse.Namespace) -> int:
         from session.openai_model import (
             OpenAIChatModel,
             OpenAISettings,
+            Sampling,
             SystemPromptError,
             read_system_prompt,
+        )
+
+        if args.temperature is not None and not (
+            math.isfinite(args.temperature) and 0 <= args.temperature <= 2
+        ):
+            print(
+                "tool-failure-guard agent: --temperature must be between 0 and 2", file=sys.stderr
+            )
+            return 2
+        if args.max_tokens is not None and args.max_tokens < 1:
+            print("tool-failure-guard agent: --max-tokens must be at least 1", file=sys.stderr)
+            return 2
+        sampling = Sampling(
+            temperature=args.temperature, seed=args.seed, max_tokens=args.max_tokens
         )
 
         try:
@@ -173,7 +211,11 @@ def run(args: argparse.Namespace) -> int:
 
         def session_model_factory(env: EnvConfig) -> Model:
             settings = OpenAISettings.from_env(
-                name, env.values, max_retries=retries, system_prompt=system_prompt
+                name,
+                env.values,
+                max_retries=retries,
+                system_prompt=system_prompt,
+                sampling=sampling,
             )
             return OpenAIChatModel(settings)
 

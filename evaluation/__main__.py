@@ -1,0 +1,7 @@
+"""``python -m evaluation``: see :mod:`evaluation.run`."""
+
+import sys
+
+from evaluation.run import main
+
+sys.exit(main())

@@ -1,0 +1,171 @@
+"""One episode: one task, one arm, one seed, through the real path.
+
+The project's own ACP client (:mod:`session.client`) spawns ``python -m
+tool_failure_guard agent --model openai:<name> --telemetry file:PATH`` over
+stdio, opens a session in the task's throwaway workspace (with the
+evaluation's MCP server when the task needs it) and sends the one prompt.  The
+agent talks to the endpoint through the official ``openai`` SDK.  When the
+agent has exited (its telemetry flushed), :func:`evaluation.records.episode_record`
+reads the agent's own telemetry and history into the episode's record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+from acp import text_block
+from acp.schema import McpServerStdio
+
+from evaluation.records import episode_record
+from evaluation.tasks import MCP_SERVER_NAME, Task
+from session.client import RecordingClient, spawn_guarded_agent_process
+from session.envconfig import MCP_TIMEOUT_ENV_VAR, TOOL_CALL_CAP_ENV_VAR
+
+ARMS = ("off", "shadow", "warn", "enforce")
+MCP_SERVER_SCRIPT = Path(__file__).resolve().parent / "mcp_slow_server.py"
+#: The evaluation's system prompt: the built-in one, plus "make the call, never describe
+#: it" (without it the 1.5B model mostly described calls in prose: no tool calls at all).
+SYSTEM_PROMPT = Path(__file__).resolve().parent / "system_prompt.txt"
+
+
+@attrs.frozen(kw_only=True)
+class Settings:
+    """What every episode of a run shares."""
+
+    base_url: str
+    api_key: str = attrs.field(repr=False)
+    model: str
+    temperature: float = 0.7
+    max_tokens: int = 256
+    tool_call_cap: int = 24
+    mcp_timeout_s: float = 3.0
+    #: harness limit on one episode; an episode past it is recorded as "harness_timeout"
+    episode_timeout_s: float = 900.0
+
+
+def episode_id(task: Task, arm: str, seed: int) -> str:
+    return f"{task.name}.{arm}.s{seed}"
+
+
+def _mcp_servers(task: Task) -> list[Any]:
+    if not task.mcp:
+        return []
+    return [
+        McpServerStdio(
+            name=MCP_SERVER_NAME, command=sys.executable, args=[str(MCP_SERVER_SCRIPT)], env=[]
+        )
+    ]
+
+
+@attrs.frozen
+class Driven:
+    """What the client saw of one episode's prompt."""
+
+    task: Task
+    root: Path
+    session_id: str
+    acp_stop: str  #: the ACP stop reason, "harness_timeout" or "error: ..."
+    wall_s: float
+    meta: dict[str, Any]
+
+
+async def _prompt(conn: Any, task: Task, root: Path, settings: Settings) -> Driven:
+    project = root / "project"
+    task.build(project)
+    session = await conn.new_session(cwd=str(project), mcp_servers=_mcp_servers(task))
+    sid = session.session_id
+    started = time.monotonic()
+    try:
+        response = await asyncio.wait_for(
+            conn.prompt(session_id=sid, prompt=[text_block(task.prompt)]),
+            settings.episode_timeout_s,
+        )
+    except TimeoutError:
+        await conn.cancel(session_id=sid)
+        return Driven(task, root, sid, "harness_timeout", time.monotonic() - started, {})
+    except Exception as exc:  # the prompt failed: recorded, never a verdict
+        return Driven(task, root, sid, f"error: {exc}"[:300], time.monotonic() - started, {})
+    meta = dict((response.field_meta or {}).get("toolFailureGuard") or {})
+    return Driven(task, root, sid, str(response.stop_reason), time.monotonic() - started, meta)
+
+
+async def _drive(
+    tasks: Sequence[Task], arm: str, seed: int, settings: Settings, group: Path
+) -> list[Driven]:
+    """One agent process for ``arm`` and ``seed``; one fresh session per task."""
+    home, state = group / "home", group / "state"
+    home.mkdir(parents=True, exist_ok=True)
+    args = [
+        "--model",
+        f"openai:{settings.model}",
+        "--telemetry",
+        f"file:{group / 'telemetry.jsonl'}",
+        "--temperature",
+        str(settings.temperature),
+        "--seed",
+        str(seed),
+        "--max-tokens",
+        str(settings.max_tokens),
+        "--model-max-retries",
+        "1",
+        "--system-prompt-file",
+        str(SYSTEM_PROMPT),
+    ]
+    env = {
+        "OPENAI_BASE_URL": settings.base_url,
+        "OPENAI_API_KEY": settings.api_key,
+        TOOL_CALL_CAP_ENV_VAR: str(settings.tool_call_cap),
+        MCP_TIMEOUT_ENV_VAR: f"{settings.mcp_timeout_s:g}",
+    }
+    driven: list[Driven] = []
+    with (group / "agent.stderr").open("w") as stderr:
+        async with spawn_guarded_agent_process(
+            client=RecordingClient(),
+            mode=arm,
+            state_dir=state,
+            home=home,
+            extra_args=args,
+            extra_env=env,
+            stderr=stderr,
+        ) as (conn, _process):
+            for task in tasks:
+                driven.append(await _prompt(conn, task, group / task.name, settings))
+    return driven
+
+
+def run_group(
+    tasks: Sequence[Task], arm: str, seed: int, settings: Settings, work: Path
+) -> list[dict[str, Any]]:
+    """Run ``tasks`` in one agent (``arm``, ``seed``) under ``work``; their records.
+
+    One agent process serves all the tasks of an arm and seed (each in its own
+    session and workspace): starting the agent costs more than a short episode.
+    The records are read after the agent exited, when its telemetry is flushed.
+    """
+    if arm not in ARMS:
+        raise ValueError(f"unknown arm {arm!r}; arms: {', '.join(ARMS)}")
+    group = work / f"{arm}.s{seed}"
+    group.mkdir(parents=True, exist_ok=False)
+    driven = asyncio.run(_drive(tasks, arm, seed, settings, group))
+    return [
+        episode_record(
+            task=d.task,
+            arm=arm,
+            seed=seed,
+            episode=episode_id(d.task, arm, seed),
+            workspace=d.root / "project",
+            telemetry=group / "telemetry.jsonl",
+            state=group / "state",
+            session_id=d.session_id,
+            acp_stop=d.acp_stop,
+            wall_s=d.wall_s,
+            meta=d.meta,
+        )
+        for d in driven
+    ]
