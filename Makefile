@@ -49,7 +49,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 
 typecheck: $(STAMP)
-	$(BIN)/mypy --strict statecharts guard session tool_failure_guard rollout evaluation
+	$(BIN)/mypy --strict -p tool_failure_guard
 
 unit: $(STAMP) $(MCP_STAMP) $(CLIENTS_STAMP)
 	$(BIN)/pytest
@@ -60,7 +60,7 @@ test: lint typecheck $(STAMP) $(MCP_STAMP) $(CLIENTS_STAMP)
 
 bench: $(STAMP)
 	$(BIN)/tool-failure-guard bench
-	$(BIN)/python -m rollout.bench
+	$(BIN)/python -m tool_failure_guard.rollout.bench
 
 # The real-model evaluation (docs/evaluation.md): not part of `make test`. Set-up is cached
 # outside the repository; OPENAI_BASE_URL + TFG_EVAL_MODEL point it at your own server.
@@ -69,7 +69,7 @@ eval-setup:
 	$(PYTHON) evaluation/setup_model.py
 
 eval: $(STAMP) $(MCP_STAMP)
-	$(BIN)/python -m evaluation run $(EVAL_ARGS)
+	$(BIN)/python -m tool_failure_guard.evaluation run $(EVAL_ARGS)
 
 render: $(STAMP)
 	$(BIN)/tool-failure-guard render

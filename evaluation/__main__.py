@@ -2,6 +2,6 @@
 
 import sys
 
-from evaluation.run import main
+from tool_failure_guard.evaluation.run import main
 
 sys.exit(main())

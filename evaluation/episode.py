@@ -22,10 +22,10 @@ import attrs
 from acp import text_block
 from acp.schema import McpServerStdio
 
-from evaluation.records import episode_record
-from evaluation.tasks import MCP_SERVER_NAME, Task
-from session.client import RecordingClient, spawn_guarded_agent_process
-from session.envconfig import MCP_TIMEOUT_ENV_VAR, TOOL_CALL_CAP_ENV_VAR
+from tool_failure_guard.evaluation.records import episode_record
+from tool_failure_guard.evaluation.tasks import MCP_SERVER_NAME, Task
+from tool_failure_guard.session.config.envconfig import MCP_TIMEOUT_ENV_VAR, TOOL_CALL_CAP_ENV_VAR
+from tool_failure_guard.session.transport.client import RecordingClient, spawn_guarded_agent_process
 
 ARMS = ("off", "shadow", "warn", "enforce")
 MCP_SERVER_SCRIPT = Path(__file__).resolve().parent / "mcp_slow_server.py"

@@ -16,8 +16,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from evaluation.tasks import Task
-from session.history import HistoryStore, Message
+from tool_failure_guard.evaluation.tasks import Task
+from tool_failure_guard.session.persistence.history import HistoryStore, Message
 
 #: Characters of arguments and of error text kept per call (Goose compares 100).
 ARGS_CHARS = 200

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from guard import BatchReceipt, GuardMode, Observation, RepeatedToolFailureGuard
+from tool_failure_guard.guard import BatchReceipt, GuardMode, Observation, RepeatedToolFailureGuard
 
 Batch = Mapping[str, Any]
 #: What a replay answers: 1-based call numbers at which it reminded / stopped (None: never).

@@ -13,9 +13,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from evaluation import stats
-from evaluation.replays import PEER_RULES, per_key_guard, shipped_decisions, shipped_guard
-from evaluation.tasks import TASKS
+from tool_failure_guard.evaluation import stats
+from tool_failure_guard.evaluation.replays import (
+    PEER_RULES,
+    per_key_guard,
+    shipped_decisions,
+    shipped_guard,
+)
+from tool_failure_guard.evaluation.tasks import TASKS
 
 ARM_ORDER = ("off", "shadow", "warn", "enforce")
 KIND_ORDER = ("failure", "control")

@@ -26,11 +26,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from evaluation import report, setup_model
-from evaluation.episode import ARMS, Settings, run_group
-from evaluation.records import read_records, write_records
-from evaluation.server import Endpoint, EndpointError, external_endpoint, local_server
-from evaluation.tasks import select
+from tool_failure_guard.evaluation import report, setup_model
+from tool_failure_guard.evaluation.episode import ARMS, Settings, run_group
+from tool_failure_guard.evaluation.records import read_records, write_records
+from tool_failure_guard.evaluation.server import (
+    Endpoint,
+    EndpointError,
+    external_endpoint,
+    local_server,
+)
+from tool_failure_guard.evaluation.tasks import select
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_RECORDS = ROOT / "docs" / "evaluation"

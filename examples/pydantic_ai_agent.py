@@ -28,8 +28,8 @@ from pydantic_ai import Agent, ToolFailed
 from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
 
-from guard import GuardMode
 from tool_failure_guard.core import Action
+from tool_failure_guard.guard import GuardMode
 from tool_failure_guard.integrations.pydantic_ai import (
     ProtectionStop,
     RepeatedToolFailureCapability,

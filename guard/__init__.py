@@ -9,7 +9,7 @@ stop automatic continuation.  No files, sockets, clocks, randomness or global
 state: values in, decisions out.
 """
 
-from guard._classify import (
+from tool_failure_guard.guard._classify import (
     INELIGIBLE_RESET_REASON_PRECEDENCE,
     OUTCOME_TABLE,
     BatchVerdict,
@@ -17,10 +17,16 @@ from guard._classify import (
     classify_batch,
     classify_observation,
 )
-from guard._guard import RepeatedToolFailureGuard
-from guard._mode import resolve_mode
-from guard._table import TRANSITIONS, ChartError, Transition, declared_transitions, derive_table
-from guard._values import (
+from tool_failure_guard.guard._guard import RepeatedToolFailureGuard
+from tool_failure_guard.guard._mode import resolve_mode
+from tool_failure_guard.guard._table import (
+    TRANSITIONS,
+    ChartError,
+    Transition,
+    declared_transitions,
+    derive_table,
+)
+from tool_failure_guard.guard._values import (
     GUARD_MODE_ENV_VAR,
     REPEATED_TOOL_FAILURE_BATCH_THRESHOLD,
     REPEATED_TOOL_FAILURE_REMINDER,

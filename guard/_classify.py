@@ -31,7 +31,7 @@ from collections.abc import Set
 
 import attrs
 
-from guard._values import (
+from tool_failure_guard.guard._values import (
     BatchReceipt,
     FailureKey,
     InputBoundary,

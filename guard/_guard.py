@@ -20,9 +20,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import NamedTuple
 
-from guard._classify import scan_batch
-from guard._table import TRANSITIONS, Transition
-from guard._values import (
+from tool_failure_guard.guard._classify import scan_batch
+from tool_failure_guard.guard._table import TRANSITIONS, Transition
+from tool_failure_guard.guard._values import (
     REPEATED_TOOL_FAILURE_BATCH_THRESHOLD,
     REPEATED_TOOL_FAILURE_THRESHOLD,
     BatchReceipt,
@@ -35,7 +35,7 @@ from guard._values import (
     ResetReason,
     decision,
 )
-from statecharts import ACTIONS, CONDITIONS
+from tool_failure_guard.statecharts import ACTIONS, CONDITIONS
 
 _IDLE = Phase.IDLE
 _LATCHED = Phase.LATCHED

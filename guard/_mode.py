@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from guard._values import GUARD_MODE_ENV_VAR, GuardMode
+from tool_failure_guard.guard._values import GUARD_MODE_ENV_VAR, GuardMode
 
 _log = logging.getLogger("guard")
 _VALID = ", ".join(mode.value for mode in GuardMode)

@@ -25,8 +25,8 @@ from typing import Any
 import attrs
 from statemachine import StateChart
 
-from guard._values import Phase
-from statecharts import ACTIONS, CONDITIONS, SETTLE, RepeatedToolFailureChart
+from tool_failure_guard.guard._values import Phase
+from tool_failure_guard.statecharts import ACTIONS, CONDITIONS, SETTLE, RepeatedToolFailureChart
 
 Facts = Mapping[str, bool]
 

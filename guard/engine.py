@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from guard._guard import STEP_OF, RepeatedToolFailureGuard, Step
-from guard._table import Transition, declared_transitions
-from guard._values import GuardMode, Phase
-from statecharts import ACTIONS, CONDITIONS, SETTLE, RepeatedToolFailureChart
+from tool_failure_guard.guard._guard import STEP_OF, RepeatedToolFailureGuard, Step
+from tool_failure_guard.guard._table import Transition, declared_transitions
+from tool_failure_guard.guard._values import GuardMode, Phase
+from tool_failure_guard.statecharts import ACTIONS, CONDITIONS, SETTLE, RepeatedToolFailureChart
 
 _BY_SOURCE: dict[Phase, list[Transition]] = {}
 for _transition in declared_transitions():

@@ -87,7 +87,7 @@ FROM records GROUP BY owner, day, n // 200
 _ANALYSE = """
 import json, resource, sys, tempfile, time
 from pathlib import Path
-from rollout import check, gates, load, otel_logs
+from tool_failure_guard.rollout import check, gates, load, otel_logs
 import duckdb
 start = time.perf_counter()
 files = [Path(p) for p in sys.argv[2:]]
@@ -105,7 +105,7 @@ else:
         engine = load.duckdb_engine(files)
     else:
         # The same records in a chdb table with the exporter's schema (via Parquet).
-        from rollout.engine import ChdbExecutor, ClickHouseEngine
+        from tool_failure_guard.rollout.engine import ChdbExecutor, ClickHouseEngine
         with tempfile.TemporaryDirectory() as tmp:
             parquet = Path(tmp) / "logs.parquet"
             con = load.connect(files)
@@ -156,7 +156,7 @@ def _child(kind: str, files: list[Path]) -> dict[str, object]:
 
 
 def bench_simulate(owners: int, workers: int) -> None:
-    from rollout.simulate import FleetConfig, simulate
+    from tool_failure_guard.rollout.simulate import FleetConfig, simulate
 
     with tempfile.TemporaryDirectory() as tmp:
         config = FleetConfig(owners=owners, days=7, prompts_per_day=7.0, percent=5.0, seed=7)

@@ -11,8 +11,8 @@ from __future__ import annotations
 import datetime
 from typing import Any, Final
 
-from rollout import queries, sql
-from rollout.engine import Engine, InputError, MalformedNumbers
+from tool_failure_guard.rollout import queries, sql
+from tool_failure_guard.rollout.engine import Engine, InputError, MalformedNumbers
 
 #: Phase 1 needs at least this many full days per environment.
 MIN_DAYS: Final = 7

@@ -13,8 +13,15 @@ import json
 import sys
 from typing import Any
 
-from rollout import assign, check, gates, load, output
-from rollout.engine import ClickHouseEngine, ConnectExecutor, Engine, Filters, InputError, redact
+from tool_failure_guard.rollout import assign, check, gates, load, output
+from tool_failure_guard.rollout.engine import (
+    ClickHouseEngine,
+    ConnectExecutor,
+    Engine,
+    Filters,
+    InputError,
+    redact,
+)
 
 EXIT_ADVANCE = 0
 EXIT_HOLD = 1
@@ -123,6 +130,6 @@ def run(args: argparse.Namespace) -> int:
         }
         _emit(args, result, result["arm"])
         return 0
-    from rollout import simulate
+    from tool_failure_guard.rollout import simulate
 
     return simulate.main(args)

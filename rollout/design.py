@@ -9,9 +9,9 @@ from __future__ import annotations
 import math
 from typing import Any, Final
 
-from rollout import sql
-from rollout.check import MIN_DAYS, day
-from rollout.engine import Engine
+from tool_failure_guard.rollout import sql
+from tool_failure_guard.rollout.check import MIN_DAYS, day
+from tool_failure_guard.rollout.engine import Engine
 
 #: Phase 3 treats at most this share of owners.
 MAX_TREATMENT_SHARE: Final = 0.05

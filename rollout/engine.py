@@ -26,7 +26,7 @@ import attrs
 import sqlglot
 from sqlglot import exp
 
-from rollout import dialect, sql
+from tool_failure_guard.rollout import dialect, sql
 
 Row = tuple[Any, ...]
 _TABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?")
@@ -102,7 +102,7 @@ class DuckDBEngine(Engine):
     name = "duckdb"
 
     def __init__(self, con: Any, filters: Filters | None = None) -> None:
-        from rollout import queries
+        from tool_failure_guard.rollout import queries
 
         self.con = con
         for relation, body in sql.RELATIONS:

@@ -13,14 +13,14 @@ from typing import Any, Literal
 import attrs
 from opentelemetry.sdk._logs import LogRecordProcessor, ReadWriteLogRecord
 
-from guard import REPEATED_TOOL_FAILURE_REMINDER, GuardMode
-from session.executor import FunctionCall
-from session.history import HistoryStore, Message, SettledCall
-from session.loop import GuardedSession
-from session.model import ModelError, ModelTurn, ModelUsage
-from session.otlp_file import OtlpJsonLogExporter
-from session.telemetry import OpenTelemetrySink
-from session.tools import ToolContext, ToolError
+from tool_failure_guard.guard import REPEATED_TOOL_FAILURE_REMINDER, GuardMode
+from tool_failure_guard.session.model.base import ModelError, ModelTurn, ModelUsage
+from tool_failure_guard.session.persistence.history import HistoryStore, Message, SettledCall
+from tool_failure_guard.session.pipeline.session import GuardedSession
+from tool_failure_guard.session.telemetry.otlp_file import OtlpJsonLogExporter
+from tool_failure_guard.session.telemetry.sink import OpenTelemetrySink
+from tool_failure_guard.session.tools.builtin import ToolContext, ToolError
+from tool_failure_guard.session.tools.executor import FunctionCall
 
 LOOP_BATCH = 4
 #: A prompt's input boundary: the drain contract, an operator-declared plain-ACP host
@@ -228,8 +228,13 @@ class BufferedProcessor(LogRecordProcessor):
 
 def inject_cancelled_counted(sink: OpenTelemetrySink, session: GuardedSession) -> None:
     """Test hook: a faulty producer that counted a cancelled call (an invariant violation)."""
-    from guard import BatchReceipt, DecisionKind, Observation, RepeatedToolFailureGuard
-    from session.telemetry import CallRecord
+    from tool_failure_guard.guard import (
+        BatchReceipt,
+        DecisionKind,
+        Observation,
+        RepeatedToolFailureGuard,
+    )
+    from tool_failure_guard.session.telemetry.sink import CallRecord
 
     prompt_id = (
         f"{session.session_id}########{sum(1 for m in session.history if m.kind == 'prompt') - 1}"

@@ -14,12 +14,12 @@ from typing import Any, Final
 
 import numpy as np
 
-from rollout import check as checking
-from rollout import latency, sql, stats
-from rollout.design import assignment, before_after
-from rollout.engine import Engine
-from rollout.metrics import ARMS, COLUMNS, col, metric_gates
-from rollout.stats import Array, Verdict
+from tool_failure_guard.rollout import check as checking
+from tool_failure_guard.rollout import latency, sql, stats
+from tool_failure_guard.rollout.design import assignment, before_after
+from tool_failure_guard.rollout.engine import Engine
+from tool_failure_guard.rollout.metrics import ARMS, COLUMNS, col, metric_gates
+from tool_failure_guard.rollout.stats import Array, Verdict
 
 #: Cohorts judged with gates (unsupported hosts are counted apart: their guard is inert).
 JUDGED: Final = ("drain", "prompt-only")
@@ -73,7 +73,7 @@ def _count_gate(name: str, count: int, note: str = "", **extra: Any) -> dict[str
 
 def enforced_stops(engine: Engine) -> dict[str, dict[str, Any]]:
     """environment -> {stops, defects, examples}: enforced stops that are not well formed."""
-    from rollout import queries
+    from tool_failure_guard.rollout import queries
 
     stops = engine.rows(
         """SELECT environment, count(DISTINCT prompt_id) FROM guard_events

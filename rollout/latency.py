@@ -23,7 +23,7 @@ from typing import Any, Final
 
 import numpy as np
 
-from rollout.engine import Engine
+from tool_failure_guard.rollout.engine import Engine
 
 Key = tuple[str, str, str]  # environment, cohort, mode
 #: The band around the p95 that is sent at full resolution.

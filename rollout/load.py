@@ -29,8 +29,8 @@ from typing import Any
 
 import duckdb
 
-from rollout import queries, sql
-from rollout.engine import DuckDBEngine, Filters, InputError, MalformedNumbers
+from tool_failure_guard.rollout import queries, sql
+from tool_failure_guard.rollout.engine import DuckDBEngine, Filters, InputError, MalformedNumbers
 
 #: Larger than any line the file exporter writes for one export batch.
 MAX_LINE_BYTES = 32 * 1024 * 1024

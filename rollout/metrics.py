@@ -10,8 +10,8 @@ from __future__ import annotations
 import math
 from typing import Any, Final
 
-from rollout import stats
-from rollout.stats import Array, Interval, Verdict
+from tool_failure_guard.rollout import stats
+from tool_failure_guard.rollout.stats import Array, Interval, Verdict
 
 #: ``rollout gates --phase``: (treatment mode, control mode).
 ARMS: Final = {"enforce": ("enforce", "warn"), "warn": ("warn", "shadow")}

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
-from guard import GuardMode
-from session.telemetry import GUARD_LOG_EVENT as GUARD_EVENT
-from session.telemetry import (
+from tool_failure_guard.guard import GuardMode
+from tool_failure_guard.session.telemetry.sink import GUARD_LOG_EVENT as GUARD_EVENT
+from tool_failure_guard.session.telemetry.sink import (
     GUARD_METRIC_ATTRIBUTE_VALUES,
     LOOP_TYPES,
     PROMPT_EVENT,
@@ -25,7 +25,7 @@ from session.telemetry import (
     TOOL_CALL_ATTRIBUTE_VALUES,
     TOOL_CALL_EVENT,
 )
-from session.telemetry import LOOP_DETECTED_EVENT as LOOP_EVENT
+from tool_failure_guard.session.telemetry.sink import LOOP_DETECTED_EVENT as LOOP_EVENT
 
 EXAMPLES: Final = 5
 

@@ -45,9 +45,9 @@ from opentelemetry.metrics import NoOpMeterProvider
 from opentelemetry.sdk._logs import LoggerProvider
 from opentelemetry.sdk.resources import Resource
 
-from guard import GuardMode
-from rollout.assign import in_treatment
-from rollout.fleet import (
+from tool_failure_guard.guard import GuardMode
+from tool_failure_guard.rollout.assign import in_treatment
+from tool_failure_guard.rollout.fleet import (
     Boundary,
     BufferedProcessor,
     FleetModel,
@@ -59,13 +59,13 @@ from rollout.fleet import (
     SimTool,
     inject_cancelled_counted,
 )
-from session.declared_boundary import BoundaryKind
-from session.drain import MidTurnInput
-from session.executor import Executor
-from session.loop import GuardedSession, SessionOptions
-from session.otlp_file import OtlpJsonFile, OtlpJsonLogExporter
-from session.telemetry import OpenTelemetrySink
-from session.tools import ToolContext
+from tool_failure_guard.session.config.declared_boundary import BoundaryKind
+from tool_failure_guard.session.pipeline.drain import MidTurnInput
+from tool_failure_guard.session.pipeline.session import GuardedSession, SessionOptions
+from tool_failure_guard.session.telemetry.otlp_file import OtlpJsonFile, OtlpJsonLogExporter
+from tool_failure_guard.session.telemetry.sink import OpenTelemetrySink
+from tool_failure_guard.session.tools.builtin import ToolContext
+from tool_failure_guard.session.tools.executor import Executor
 
 #: Simulated fleet start: 2026-11-01T00:00:00Z.
 EPOCH = 1_793_491_200.0

@@ -27,8 +27,13 @@ from __future__ import annotations
 
 from typing import Final
 
-from session.telemetry import GUARD_LOG_EVENT as GUARD_EVENT
-from session.telemetry import GUARD_ROUTES, PROMPT_EVENT, SESSION_CLOSED_EVENT, TOOL_CALL_EVENT
+from tool_failure_guard.session.telemetry.sink import GUARD_LOG_EVENT as GUARD_EVENT
+from tool_failure_guard.session.telemetry.sink import (
+    GUARD_ROUTES,
+    PROMPT_EVENT,
+    SESSION_CLOSED_EVENT,
+    TOOL_CALL_EVENT,
+)
 
 #: The prompts the gates compare: every guard host's (the ACP session's and each framework
 #: adapter's), never a channel bridge's.

@@ -5,7 +5,7 @@ Everything else about the state machine -- the runtime's transition table in
 is derived from, or checked against, :class:`RepeatedToolFailureChart`.
 """
 
-from statecharts.repeated_tool_failure import (
+from tool_failure_guard.statecharts.repeated_tool_failure import (
     ACTIONS,
     CONDITIONS,
     SETTLE,

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from mcp_servers import require_real_servers, unavailable_message
 
-from guard import BatchReceipt, Observation
+from tool_failure_guard.guard import BatchReceipt, Observation
 
 _ids = itertools.count(1)
 

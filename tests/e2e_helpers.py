@@ -9,7 +9,7 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
-from session.history import HistoryStore, Message
+from tool_failure_guard.session.persistence.history import HistoryStore, Message
 
 T = TypeVar("T")
 

@@ -61,15 +61,15 @@ from typing import Any, Protocol
 import attrs
 from openai_server import Reply, call
 
-from guard import (
-    REPEATED_TOOL_FAILURE_REMINDER,
-    REPEATED_TOOL_FAILURE_STOP_MESSAGE,
-    GuardMode,
-)
 from tool_failure_guard.core import (
     LOOP_INVALID_TOOL_PARAMS,
     LOOP_REPEATED_TOOL_FAILURE,
     STOP_NOTICES,
+)
+from tool_failure_guard.guard import (
+    REPEATED_TOOL_FAILURE_REMINDER,
+    REPEATED_TOOL_FAILURE_STOP_MESSAGE,
+    GuardMode,
 )
 
 #: Optional host abilities a scenario may need.

@@ -21,7 +21,7 @@ from acp import text_block
 from openai_server import FakeOpenAI, Hang, serve
 from provider_harness import openai_args
 
-from session.client import RecordingClient, spawn_guarded_agent
+from tool_failure_guard.session.transport.client import RecordingClient, spawn_guarded_agent
 
 
 async def measure(fake: FakeOpenAI, root: Path, rounds: int) -> list[float]:

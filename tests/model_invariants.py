@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import attrs
 
-from guard import (
+from tool_failure_guard.guard import (
     BatchReceipt,
     Decision,
     DecisionKind,

@@ -28,8 +28,8 @@ from typing import Any
 
 import attrs
 
-from guard import REPEATED_TOOL_FAILURE_REMINDER
-from session.drain import QUEUED_INPUT_PREFIX
+from tool_failure_guard.guard import REPEATED_TOOL_FAILURE_REMINDER
+from tool_failure_guard.session.pipeline.drain import QUEUED_INPUT_PREFIX
 
 
 @attrs.frozen(kw_only=True)

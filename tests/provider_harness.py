@@ -18,8 +18,8 @@ import attrs
 from acp import text_block
 from openai_server import Answer, FakeOpenAI, Responder, ScenarioResponder, serve
 
-from session.client import RecordingClient, spawn_guarded_agent
-from session.history import HistoryStore, Message
+from tool_failure_guard.session.persistence.history import HistoryStore, Message
+from tool_failure_guard.session.transport.client import RecordingClient, spawn_guarded_agent
 
 PROVIDERS = ("scripted", "openai")
 MODEL_NAME = "test-model"

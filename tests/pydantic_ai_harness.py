@@ -18,8 +18,8 @@ from pydantic_ai.messages import ModelMessage, ModelRequest, ToolReturnPart
 from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
 
-from guard import BatchReceipt, GuardMode
 from tool_failure_guard.core import Action
+from tool_failure_guard.guard import BatchReceipt, GuardMode
 from tool_failure_guard.integrations.pydantic_ai import RepeatedToolFailureCapability
 
 

@@ -10,8 +10,8 @@ from typing import Any
 
 import duckdb
 
-from rollout import sql
-from rollout.engine import DuckDBEngine
+from tool_failure_guard.rollout import sql
+from tool_failure_guard.rollout.engine import DuckDBEngine
 
 EVENTS = {
     "prompt": "tool_failure_guard.prompt",

@@ -5,14 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from guard import GuardMode
-from session.declared_boundary import BoundaryKind
-from session.drain import MidTurnInput
-from session.executor import Executor
-from session.history import HistoryStore
-from session.loop import GuardedSession, SessionOptions
-from session.telemetry import GuardTelemetry, NullTelemetry
-from session.tools import ToolContext, default_tools
+from tool_failure_guard.guard import GuardMode
+from tool_failure_guard.session.config.declared_boundary import BoundaryKind
+from tool_failure_guard.session.persistence.history import HistoryStore
+from tool_failure_guard.session.pipeline.drain import MidTurnInput
+from tool_failure_guard.session.pipeline.session import GuardedSession, SessionOptions
+from tool_failure_guard.session.telemetry.sink import GuardTelemetry, NullTelemetry
+from tool_failure_guard.session.tools.builtin import ToolContext, default_tools
+from tool_failure_guard.session.tools.executor import Executor
 
 SESSION_ID = "s1"
 

@@ -19,8 +19,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from session.client import agent_environment
-from session.drain import DRAIN_METHOD
+from tool_failure_guard.session.pipeline.drain import DRAIN_METHOD
+from tool_failure_guard.session.transport.client import agent_environment
 
 #: One prompt: a write (asks permission) and a failing read (a batch, then a drain).
 SCENARIO = {

@@ -29,8 +29,11 @@ import pytest
 from mcp_servers import REQUIRE_ENV_VAR
 from openai_server import FakeOpenAI, Reply, call, serve
 
-from guard import REPEATED_TOOL_FAILURE_REMINDER, REPEATED_TOOL_FAILURE_STOP_MESSAGE
-from session.drain import DRAIN_WIRE_NAME
+from tool_failure_guard.guard import (
+    REPEATED_TOOL_FAILURE_REMINDER,
+    REPEATED_TOOL_FAILURE_STOP_MESSAGE,
+)
+from tool_failure_guard.session.pipeline.drain import DRAIN_WIRE_NAME
 
 ROOT = Path(__file__).resolve().parent.parent
 ACPX = ROOT / ".clients" / "node_modules" / ".bin" / "acpx"

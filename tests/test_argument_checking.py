@@ -24,11 +24,16 @@ from acp import text_block
 from e2e_helpers import Box, run
 from mcp_servers import edge_server
 
-from session.client import RecordingClient, spawn_guarded_agent
-from session.executor import CallOutcome, Executor, FunctionCall, PermissionAnswer
-from session.mcp import connect_servers
-from session.mcp_tools import mcp_registry
-from session.tools import Tool, ToolContext, ToolKind, default_tools
+from tool_failure_guard.session.tools.builtin import Tool, ToolContext, ToolKind, default_tools
+from tool_failure_guard.session.tools.executor import (
+    CallOutcome,
+    Executor,
+    FunctionCall,
+    PermissionAnswer,
+)
+from tool_failure_guard.session.tools.mcp import connect_servers
+from tool_failure_guard.session.tools.mcp_tools import mcp_registry
+from tool_failure_guard.session.transport.client import RecordingClient, spawn_guarded_agent
 
 
 async def _allow(call: FunctionCall, tool: Tool, args: Any) -> PermissionAnswer:

@@ -5,8 +5,14 @@ Only behaviour is asserted here; the timings are printed by ``make bench``.
 
 from __future__ import annotations
 
-from guard import BatchReceipt, Decision, DecisionKind, InputBoundary, RepeatedToolFailureGuard
 from tool_failure_guard.bench import YardstickReducer, build_corpus, yardstick_agrees
+from tool_failure_guard.guard import (
+    BatchReceipt,
+    Decision,
+    DecisionKind,
+    InputBoundary,
+    RepeatedToolFailureGuard,
+)
 
 CORPUS = build_corpus(2_000, seed=7)
 

@@ -9,10 +9,16 @@ import pytest
 from statemachine import Event, State, StateChart
 from statemachine.exceptions import TransitionNotAllowed
 
-from guard import TRANSITIONS, ChartError, Phase, declared_transitions, derive_table
-from guard._table import FACT_COMBINATIONS, facts_index, facts_of
-from guard.engine import _ChartModel
-from statecharts import ACTIONS, CONDITIONS, SETTLE, RepeatedToolFailureChart
+from tool_failure_guard.guard import (
+    TRANSITIONS,
+    ChartError,
+    Phase,
+    declared_transitions,
+    derive_table,
+)
+from tool_failure_guard.guard._table import FACT_COMBINATIONS, facts_index, facts_of
+from tool_failure_guard.guard.engine import _ChartModel
+from tool_failure_guard.statecharts import ACTIONS, CONDITIONS, SETTLE, RepeatedToolFailureChart
 
 
 def test_the_chart_declares_the_four_phases_with_idle_initial_and_latched_final() -> None:

@@ -11,19 +11,25 @@ import openai
 import pytest
 from jsonschema import Draft202012Validator
 
-from guard import REPEATED_TOOL_FAILURE_REMINDER, REPEATED_TOOL_FAILURE_STOP_MESSAGE
-from session.chat_messages import (
+from tool_failure_guard.guard import (
+    REPEATED_TOOL_FAILURE_REMINDER,
+    REPEATED_TOOL_FAILURE_STOP_MESSAGE,
+)
+from tool_failure_guard.session.model.base import (
+    ModelTurn,
+    ModelUsage,
+    ScriptedModel,
+    UsageTotals,
+    load_scenario,
+)
+from tool_failure_guard.session.model.chat_messages import (
     FOLDED_CONTEXT_HEADING,
     UNANSWERED_CALL_TEXT,
     chat_messages,
     fold_system_context,
     tool_definitions,
 )
-from session.drain import QUEUED_INPUT_PREFIX
-from session.executor import Executor, FunctionCall, PermissionAnswer
-from session.history import Message, Part
-from session.model import ModelTurn, ModelUsage, ScriptedModel, UsageTotals, load_scenario
-from session.openai_model import (
+from tool_failure_guard.session.model.openai import (
     OpenAIChatModel,
     OpenAISettings,
     SystemPromptError,
@@ -31,8 +37,11 @@ from session.openai_model import (
     is_context_length_error,
     read_system_prompt,
 )
-from session.openai_stream import _PendingCall, decode_call
-from session.tools import ToolContext, default_tools
+from tool_failure_guard.session.model.openai_stream import _PendingCall, decode_call
+from tool_failure_guard.session.persistence.history import Message, Part
+from tool_failure_guard.session.pipeline.drain import QUEUED_INPUT_PREFIX
+from tool_failure_guard.session.tools.builtin import ToolContext, default_tools
+from tool_failure_guard.session.tools.executor import Executor, FunctionCall, PermissionAnswer
 
 
 def prompt(*texts: str, queued: tuple[str, ...] = ()) -> Message:

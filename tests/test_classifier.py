@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from conftest import batch, failure, outcome, success
 
-from guard import (
+from tool_failure_guard.guard import (
     INELIGIBLE_RESET_REASON_PRECEDENCE,
     FailureKey,
     InputBoundary,

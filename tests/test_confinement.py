@@ -17,8 +17,13 @@ from typing import Any
 
 import pytest
 
-from session.executor import CallOutcome, Executor, FunctionCall, PermissionAnswer
-from session.tools import ToolContext, default_tools
+from tool_failure_guard.session.tools.builtin import ToolContext, default_tools
+from tool_failure_guard.session.tools.executor import (
+    CallOutcome,
+    Executor,
+    FunctionCall,
+    PermissionAnswer,
+)
 
 
 async def _allow(*_: Any) -> PermissionAnswer:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from guard import Observation, ObservationClass, classify_observation
 from tool_failure_guard.core import outcomes
 from tool_failure_guard.core.outcomes import CallOutcome, FunctionCall, error_type_of
+from tool_failure_guard.guard import Observation, ObservationClass, classify_observation
 
 CALL = FunctionCall(call_id="c1", name="read_file", args={"path": "missing.txt"})
 
@@ -147,6 +147,6 @@ def test_a_provider_duplicate_is_never_executed() -> None:
 
 
 def test_session_executor_re_exports_the_core_values() -> None:
-    from session import executor
+    from tool_failure_guard.session.tools import executor
 
     assert executor.FunctionCall is FunctionCall and executor.CallOutcome is CallOutcome

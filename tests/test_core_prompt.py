@@ -6,14 +6,6 @@ from collections.abc import Sequence
 
 import pytest
 
-from guard import (
-    REPEATED_TOOL_FAILURE_REMINDER,
-    REPEATED_TOOL_FAILURE_STOP_MESSAGE,
-    DecisionKind,
-    GuardMode,
-    InputBoundary,
-    ResetReason,
-)
 from tool_failure_guard.core import (
     LOOP_INVALID_TOOL_PARAMS,
     LOOP_PROVIDER_DUPLICATE,
@@ -31,6 +23,14 @@ from tool_failure_guard.core import (
     Stop,
     outcomes,
     settle_all,
+)
+from tool_failure_guard.guard import (
+    REPEATED_TOOL_FAILURE_REMINDER,
+    REPEATED_TOOL_FAILURE_STOP_MESSAGE,
+    DecisionKind,
+    GuardMode,
+    InputBoundary,
+    ResetReason,
 )
 
 _ids = iter(range(10_000))

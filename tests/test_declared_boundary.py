@@ -21,18 +21,22 @@ from session_harness import in_process_session
 from telemetry_harness import Harness
 from test_session_loop import FakeClient
 
-from guard import REPEATED_TOOL_FAILURE_REMINDER, REPEATED_TOOL_FAILURE_STOP_MESSAGE, GuardMode
-from session.declared_boundary import (
+from tool_failure_guard.guard import (
+    REPEATED_TOOL_FAILURE_REMINDER,
+    REPEATED_TOOL_FAILURE_STOP_MESSAGE,
+    GuardMode,
+)
+from tool_failure_guard.session.config.declared_boundary import (
     INPUT_BOUNDARY_ENV_VAR,
     INPUT_BOUNDARY_RECORD_VALUES,
     BoundaryKind,
     resolve_boundary_kind,
 )
-from session.envconfig import OPERATOR_ONLY_VARIABLES, load_env
-from session.history import HistoryStore, Message
-from session.loop import GuardedSession, SessionOptions
-from session.model import ModelTurn, ScriptedModel, load_scenario
-from session.telemetry import PROMPT_EVENT
+from tool_failure_guard.session.config.envconfig import OPERATOR_ONLY_VARIABLES, load_env
+from tool_failure_guard.session.model.base import ModelTurn, ScriptedModel, load_scenario
+from tool_failure_guard.session.persistence.history import HistoryStore, Message
+from tool_failure_guard.session.pipeline.session import GuardedSession, SessionOptions
+from tool_failure_guard.session.telemetry.sink import PROMPT_EVENT
 
 
 class PlainAcpClient(FakeClient):

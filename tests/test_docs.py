@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from guard import Observation, classify_observation
+from tool_failure_guard.guard import Observation, classify_observation
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 

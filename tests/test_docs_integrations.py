@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from guard import Observation, classify_observation
 from tool_failure_guard.core import EXCEPTION_ERROR_TYPES, CallOutcome, FunctionCall, outcomes
+from tool_failure_guard.guard import Observation, classify_observation
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "integrations.md"
 CALL = FunctionCall(call_id="c1", name="read_file", args={"path": "x"})

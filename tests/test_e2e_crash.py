@@ -22,8 +22,12 @@ from typing import Any, TypeVar
 import attrs
 from acp import text_block
 
-from session.client import RecordingClient, spawn_guarded_agent, spawn_guarded_agent_process
-from session.history import INTERRUPTED, HistoryStore, Message
+from tool_failure_guard.session.persistence.history import INTERRUPTED, HistoryStore, Message
+from tool_failure_guard.session.transport.client import (
+    RecordingClient,
+    spawn_guarded_agent,
+    spawn_guarded_agent_process,
+)
 
 T = TypeVar("T")
 SEED = int(os.environ.get("CRASH_SEED", "7"))

@@ -27,11 +27,14 @@ from acp.schema import McpServerStdio
 from e2e_helpers import decisions, run, telemetry_documents, wait_until
 from mcp_servers import alive, everything_server, filesystem_server, read_pid
 
-from guard import REPEATED_TOOL_FAILURE_REMINDER, REPEATED_TOOL_FAILURE_STOP_MESSAGE
-from session.client import RecordingClient, spawn_guarded_agent
-from session.envconfig import MCP_TIMEOUT_ENV_VAR
-from session.history import Part
-from session.telemetry import GUARD_LOG_EVENT
+from tool_failure_guard.guard import (
+    REPEATED_TOOL_FAILURE_REMINDER,
+    REPEATED_TOOL_FAILURE_STOP_MESSAGE,
+)
+from tool_failure_guard.session.config.envconfig import MCP_TIMEOUT_ENV_VAR
+from tool_failure_guard.session.persistence.history import Part
+from tool_failure_guard.session.telemetry.sink import GUARD_LOG_EVENT
+from tool_failure_guard.session.transport.client import RecordingClient, spawn_guarded_agent
 
 pytestmark = pytest.mark.usefixtures("real_mcp_servers")
 T = TypeVar("T")

@@ -11,9 +11,9 @@ from acp import text_block
 from acp.exceptions import RequestError
 from e2e_helpers import run
 
-from guard import REPEATED_TOOL_FAILURE_STOP_MESSAGE
-from session.client import Event, RecordingClient, spawn_guarded_agent
-from session.history import HistoryStore
+from tool_failure_guard.guard import REPEATED_TOOL_FAILURE_STOP_MESSAGE
+from tool_failure_guard.session.persistence.history import HistoryStore
+from tool_failure_guard.session.transport.client import Event, RecordingClient, spawn_guarded_agent
 
 T = TypeVar("T")
 READ_MISSING = {"tool": "read_file", "args": {"path": "missing.txt"}}

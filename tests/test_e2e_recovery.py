@@ -17,10 +17,14 @@ from acp import text_block
 from acp.exceptions import RequestError
 from e2e_helpers import Box, run, wait_until
 
-from session.agent import HISTORY_META_KEY
-from session.client import RecordingClient, spawn_guarded_agent, spawn_guarded_agent_process
-from session.drain import QUEUED_INPUT_PREFIX
-from session.history import HistoryStore
+from tool_failure_guard.session.persistence.history import HistoryStore
+from tool_failure_guard.session.pipeline.drain import QUEUED_INPUT_PREFIX
+from tool_failure_guard.session.transport.agent import HISTORY_META_KEY
+from tool_failure_guard.session.transport.client import (
+    RecordingClient,
+    spawn_guarded_agent,
+    spawn_guarded_agent_process,
+)
 
 T = TypeVar("T")
 SLOW_SHELL = {"tool": "run_shell_command", "args": {"command": "sleep 30"}, "id": "slow"}

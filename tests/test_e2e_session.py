@@ -20,10 +20,13 @@ from acp.exceptions import RequestError
 from acp.schema import PromptResponse
 from e2e_helpers import Box, decisions, run, wait_until
 
-from guard import REPEATED_TOOL_FAILURE_REMINDER, REPEATED_TOOL_FAILURE_STOP_MESSAGE
-from session.client import RecordingClient, spawn_guarded_agent
-from session.history import Message
-from session.telemetry import GUARD_LOG_EVENT, LOOP_DETECTED_EVENT
+from tool_failure_guard.guard import (
+    REPEATED_TOOL_FAILURE_REMINDER,
+    REPEATED_TOOL_FAILURE_STOP_MESSAGE,
+)
+from tool_failure_guard.session.persistence.history import Message
+from tool_failure_guard.session.telemetry.sink import GUARD_LOG_EVENT, LOOP_DETECTED_EVENT
+from tool_failure_guard.session.transport.client import RecordingClient, spawn_guarded_agent
 
 T = TypeVar("T")
 READ_MISSING = {"tool": "read_file", "args": {"path": "missing.txt"}}

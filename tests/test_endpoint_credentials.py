@@ -18,9 +18,9 @@ import pytest
 from acp import text_block
 from openai_server import Fail, FakeOpenAI, Reply, serve
 
-from session.client import RecordingClient, spawn_guarded_agent
-from session.envconfig import load_env, operator_only
-from session.redact import RedactingFilter, redact_url
+from tool_failure_guard.session.config.envconfig import load_env, operator_only
+from tool_failure_guard.session.config.redact import RedactingFilter, redact_url
+from tool_failure_guard.session.transport.client import RecordingClient, spawn_guarded_agent
 
 
 @pytest.fixture

@@ -18,11 +18,18 @@ from typing import Any
 import pytest
 from openai_server import Answer, FakeOpenAI, Reply, call, serve
 
-from evaluation import report, setup_model
-from evaluation.records import follow_up, read_records
-from evaluation.replays import PEER_RULES, per_key_guard, shipped_guard
-from evaluation.run import DEFAULT_RECORDS, DEFAULT_REPORT, META_FILE, PLOT_NAME, RECORDS_FILE, main
-from guard import REPEATED_TOOL_FAILURE_REMINDER
+from tool_failure_guard.evaluation import report, setup_model
+from tool_failure_guard.evaluation.records import follow_up, read_records
+from tool_failure_guard.evaluation.replays import PEER_RULES, per_key_guard, shipped_guard
+from tool_failure_guard.evaluation.run import (
+    DEFAULT_RECORDS,
+    DEFAULT_REPORT,
+    META_FILE,
+    PLOT_NAME,
+    RECORDS_FILE,
+    main,
+)
+from tool_failure_guard.guard import REPEATED_TOOL_FAILURE_REMINDER
 
 ARMS = ("off", "shadow", "warn", "enforce")
 

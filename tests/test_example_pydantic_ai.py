@@ -11,7 +11,7 @@ import pytest
 from host_behaviour import SCENARIOS
 from openai_server import FakeOpenAI, serve
 
-from guard import (
+from tool_failure_guard.guard import (
     GUARD_MODE_ENV_VAR,
     REPEATED_TOOL_FAILURE_REMINDER,
     REPEATED_TOOL_FAILURE_STOP_MESSAGE,

@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from stdio_driver import RawAgent, frame
 
-from session.framing import INVALID_REQUEST, PARSE_ERROR
+from tool_failure_guard.session.transport.framing import INVALID_REQUEST, PARSE_ERROR
 
 LIMIT = 64 * 1024
 SLOTS = 5  # before initialize, before new, before prompt, mid-prompt, at an agent request

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from conftest import batch, failure, failures, outcome, success
 
-from guard import (
+from tool_failure_guard.guard import (
     REPEATED_TOOL_FAILURE_REMINDER,
     REPEATED_TOOL_FAILURE_STOP_MESSAGE,
     BatchReceipt,

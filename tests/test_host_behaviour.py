@@ -24,7 +24,7 @@ from host_behaviour import (
 from hosts import drivers
 from openai_server import FakeOpenAI, serve
 
-from guard import GuardMode
+from tool_failure_guard.guard import GuardMode
 
 DRIVERS = drivers()
 _RUNS: dict[tuple[str, str, GuardMode], HostRun] = {}

@@ -6,24 +6,58 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+SESSION = "tool_failure_guard.session"
 
 
-def module_imports(package: str) -> dict[str, set[str]]:
-    """Each module of ``package`` and the modules of ``package`` it imports (type-only too)."""
+def module_imports(package: str = SESSION) -> dict[str, set[str]]:
+    """Each module under ``package`` and the modules under it that it imports (type-only too)."""
+    base = ROOT.joinpath(*package.split("."))
     graph: dict[str, set[str]] = {}
-    for path in sorted((ROOT / package).glob("*.py")):
-        name = f"{package}.{path.stem}" if path.stem != "__init__" else package
+    for path in sorted(base.rglob("*.py")):
+        parts = path.relative_to(base).with_suffix("").parts
+        name = (
+            ".".join((package, *parts[:-1]))
+            if parts[-1] == "__init__"
+            else ".".join((package, *parts))
+        )
         found: set[str] = set()
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Import):
                 found.update(a.name for a in node.names if a.name.startswith(package + "."))
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                if node.module == package:
-                    found.update(f"{package}.{a.name}" for a in node.names)
-                elif node.module.startswith(package + "."):
+                if node.module == package or (
+                    node.module.startswith(package + ".") and node.module.count(".") < 3
+                ):
+                    # ``from tool_failure_guard.session.pipeline import batch``: a module each
+                    found.update(f"{node.module}.{a.name}" for a in node.names)
+                if node.module.startswith(package + "."):
                     found.add(node.module)
-        graph[name] = found - {name}
+        graph[name] = {m for m in found if m in _modules(base, package)} - {name}
     return graph
+
+
+def _modules(base: Path, package: str) -> set[str]:
+    names = set()
+    for path in base.rglob("*.py"):
+        parts = path.relative_to(base).with_suffix("").parts
+        names.add(".".join((package, *(parts[:-1] if parts[-1] == "__init__" else parts))))
+    return names
+
+
+def concern_imports(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The same graph between the session's concerns (its subpackages)."""
+
+    def concern(module: str) -> str:
+        rest = module[len(SESSION) + 1 :]
+        return rest.split(".")[0] if rest else ""
+
+    found: dict[str, set[str]] = {}
+    for module, targets in graph.items():
+        if concern(module):
+            found.setdefault(concern(module), set()).update(
+                concern(t) for t in targets if concern(t) and concern(t) != concern(module)
+            )
+    return found
 
 
 def cycle_in(graph: dict[str, set[str]]) -> list[str] | None:
@@ -54,9 +88,16 @@ def cycle_in(graph: dict[str, set[str]]) -> list[str] | None:
 
 
 def test_the_session_modules_import_each_other_one_way_only() -> None:
-    graph = module_imports("session")
-    assert "session.prompt" in graph and "session.boundary" in graph["session.prompt"]
+    graph = module_imports()
+    prompt, boundary = f"{SESSION}.pipeline.prompt", f"{SESSION}.pipeline.boundary"
+    assert prompt in graph and boundary in graph[prompt]
     assert cycle_in(graph) is None, " -> ".join(cycle_in(graph) or [])
+
+
+def test_the_session_concerns_import_each_other_one_way_only() -> None:
+    concerns = concern_imports(module_imports())
+    assert {"transport", "pipeline", "tools", "model", "persistence", "telemetry"} <= set(concerns)
+    assert cycle_in(concerns) is None, " -> ".join(cycle_in(concerns) or [])
 
 
 def test_the_cycle_finder_finds_a_circle() -> None:
@@ -65,6 +106,8 @@ def test_the_cycle_finder_finds_a_circle() -> None:
 
 
 def test_the_prompt_steps_do_not_reach_back_into_the_session_or_the_prompt() -> None:
-    graph = module_imports("session")
-    for step in ("session.batch", "session.boundary", "session.outcome"):
-        assert graph[step].isdisjoint({"session.loop", "session.prompt"}), (step, graph[step])
+    graph = module_imports()
+    steps = [f"{SESSION}.pipeline.{name}" for name in ("batch", "boundary", "outcome")]
+    owners = {f"{SESSION}.pipeline.session", f"{SESSION}.pipeline.prompt"}
+    for step in steps:
+        assert graph[step].isdisjoint(owners), (step, graph[step])

@@ -42,14 +42,17 @@ from openai_server import FakeOpenAI, Reply, call, serve
 from pydantic import BaseModel
 from telemetry_harness import Harness
 
-from guard import REPEATED_TOOL_FAILURE_REMINDER, REPEATED_TOOL_FAILURE_STOP_MESSAGE
-from session import telemetry
 from tool_failure_guard.core import LOOP_INVALID_TOOL_PARAMS, LOOP_REPEATED_TOOL_FAILURE
+from tool_failure_guard.guard import (
+    REPEATED_TOOL_FAILURE_REMINDER,
+    REPEATED_TOOL_FAILURE_STOP_MESSAGE,
+)
 from tool_failure_guard.integrations.langchain import (
     ROUTE,
     GuardStop,
     RepeatedToolFailureMiddleware,
 )
+from tool_failure_guard.session.telemetry import sink as telemetry
 
 FAIL = ("read_file", {"path": "missing.txt"})
 LIST_OK = ("list_directory", {"path": "."})

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 from model_invariants import Ledger, Snapshot, check_step
 
-from guard import (
+from tool_failure_guard.guard import (
     BatchReceipt,
     GuardMode,
     InputBoundary,
@@ -24,7 +24,7 @@ from guard import (
     Phase,
     RepeatedToolFailureGuard,
 )
-from guard.engine import EngineGuard
+from tool_failure_guard.guard.engine import EngineGuard
 
 TOOLS = ("read_file", "run_shell_command", "edit")
 ERROR_TYPES = ("file_not_found", "shell_execute_error")

@@ -22,9 +22,14 @@ import pytest
 from acp import text_block
 from e2e_helpers import Box
 
-from session.client import RecordingClient, spawn_guarded_agent
-from session.executor import CallOutcome, Executor, FunctionCall, PermissionAnswer
-from session.tools import ToolContext, default_tools
+from tool_failure_guard.session.tools.builtin import ToolContext, default_tools
+from tool_failure_guard.session.tools.executor import (
+    CallOutcome,
+    Executor,
+    FunctionCall,
+    PermissionAnswer,
+)
+from tool_failure_guard.session.transport.client import RecordingClient, spawn_guarded_agent
 
 #: Seconds before the helper opens the other end of the pipes (a frozen agent thaws).
 UNBLOCK_AFTER_S = 8.0

@@ -20,13 +20,16 @@ from hosts.openai_agents import WAYS, make_agent, run, run_config
 from openai_server import FakeOpenAI, Reply, call, serve
 from telemetry_harness import Harness
 
-from guard import REPEATED_TOOL_FAILURE_REMINDER, REPEATED_TOOL_FAILURE_STOP_MESSAGE, GuardMode
-from session.telemetry import GUARD_COUNTER, GUARD_LOG_EVENT, PROMPT_EVENT, TOOL_CALL_EVENT
 from tool_failure_guard.core import (
     LOOP_INVALID_TOOL_PARAMS,
     LOOP_REPEATED_TOOL_FAILURE,
     Continue,
     raised,
+)
+from tool_failure_guard.guard import (
+    REPEATED_TOOL_FAILURE_REMINDER,
+    REPEATED_TOOL_FAILURE_STOP_MESSAGE,
+    GuardMode,
 )
 from tool_failure_guard.integrations.openai_agents import (
     GuardedRunner,
@@ -34,6 +37,12 @@ from tool_failure_guard.integrations.openai_agents import (
     RepeatedToolFailureStopped,
 )
 from tool_failure_guard.integrations.openai_agents._run import GuardedRun, function_call
+from tool_failure_guard.session.telemetry.sink import (
+    GUARD_COUNTER,
+    GUARD_LOG_EVENT,
+    PROMPT_EVENT,
+    TOOL_CALL_EVENT,
+)
 
 REMINDER = REPEATED_TOOL_FAILURE_REMINDER
 

@@ -16,7 +16,10 @@ from typing import Any
 
 from openai_server import FakeOpenAI, Reply, call, serve
 
-from guard import REPEATED_TOOL_FAILURE_REMINDER, REPEATED_TOOL_FAILURE_STOP_MESSAGE
+from tool_failure_guard.guard import (
+    REPEATED_TOOL_FAILURE_REMINDER,
+    REPEATED_TOOL_FAILURE_STOP_MESSAGE,
+)
 from tool_failure_guard.integrations.openai_agents import OUTCOME_ROWS
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -18,11 +18,17 @@ from acp.exceptions import RequestError
 from openai_server import Fail, FakeOpenAI, Hang, Reply, ScenarioResponder, call, serve
 from provider_harness import openai_args, run_agent
 
-from guard import REPEATED_TOOL_FAILURE_REMINDER, REPEATED_TOOL_FAILURE_STOP_MESSAGE
-from session.chat_messages import DEFAULT_SYSTEM_PROMPT, FOLDED_CONTEXT_HEADING
-from session.client import RecordingClient, spawn_guarded_agent
-from session.history import HistoryStore
-from session.tools import default_tools
+from tool_failure_guard.guard import (
+    REPEATED_TOOL_FAILURE_REMINDER,
+    REPEATED_TOOL_FAILURE_STOP_MESSAGE,
+)
+from tool_failure_guard.session.model.chat_messages import (
+    DEFAULT_SYSTEM_PROMPT,
+    FOLDED_CONTEXT_HEADING,
+)
+from tool_failure_guard.session.persistence.history import HistoryStore
+from tool_failure_guard.session.tools.builtin import default_tools
+from tool_failure_guard.session.transport.client import RecordingClient, spawn_guarded_agent
 
 READ = {"tool": "read_file", "args": {"path": "missing.txt"}}
 LOOP = {"turns": [{"text": "Reading.", "calls": [READ] * 4, "repeat": 5}], "final_text": "Gave up."}

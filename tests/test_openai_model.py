@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 from openai_server import Fail, FakeOpenAI, Reply, call, serve
 
-from session.history import Message, Part
-from session.model import ModelError, ModelTurn
-from session.openai_model import OpenAIChatModel, OpenAISettings
-from session.tools import default_tools
+from tool_failure_guard.session.model.base import ModelError, ModelTurn
+from tool_failure_guard.session.model.openai import OpenAIChatModel, OpenAISettings
+from tool_failure_guard.session.persistence.history import Message, Part
+from tool_failure_guard.session.tools.builtin import default_tools
 
 HISTORY = [Message(role="user", kind="prompt", parts=(Part(kind="text", text="go"),))]
 

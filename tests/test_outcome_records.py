@@ -22,12 +22,18 @@ from session_harness import in_process_session
 from telemetry_harness import Harness
 from test_session_loop import FakeClient
 
-from guard import GuardMode
-from session.history import HistoryStore
-from session.loop import GuardedSession, SessionOptions
-from session.model import ModelTurn, ModelUsage, ScriptedModel, load_scenario
-from session.otlp_file import otlp_json
-from session.telemetry import (
+from tool_failure_guard.guard import GuardMode
+from tool_failure_guard.session.model.base import (
+    ModelTurn,
+    ModelUsage,
+    ScriptedModel,
+    load_scenario,
+)
+from tool_failure_guard.session.persistence.history import HistoryStore
+from tool_failure_guard.session.pipeline.session import GuardedSession, SessionOptions
+from tool_failure_guard.session.telemetry.build import build_telemetry
+from tool_failure_guard.session.telemetry.otlp_file import otlp_json
+from tool_failure_guard.session.telemetry.sink import (
     GUARD_LOG_EVENT,
     PROMPT_EVENT,
     PROMPT_LOG_FIELDS,
@@ -36,7 +42,6 @@ from session.telemetry import (
     TOOL_CALL_LOG_FIELDS,
     OpenTelemetrySink,
 )
-from session.telemetry_build import build_telemetry
 
 
 class NoDrainClient(FakeClient):
@@ -121,7 +126,7 @@ class UsageModel:
     async def generate(self, history: Any) -> ModelTurn:
         self.turns += 1
         if self.turns > 1:
-            from session.model import ModelError
+            from tool_failure_guard.session.model.base import ModelError
 
             raise ModelError("provider down")
         return ModelTurn(
@@ -180,7 +185,7 @@ def test_session_closed_reports_clean_or_disconnect(tmp_path: Path) -> None:
 
 
 def test_agent_reports_a_disconnect_for_a_session_mid_prompt(tmp_path: Path) -> None:
-    from session.agent import AgentConfig, GuardedAgent
+    from tool_failure_guard.session.transport.agent import AgentConfig, GuardedAgent
 
     harness = Harness()
     agent = GuardedAgent(
@@ -214,7 +219,7 @@ def test_a_disconnect_that_ended_the_prompt_is_still_reported_as_a_disconnect(
     tmp_path: Path,
 ) -> None:
     """``disconnect`` cancels the running prompt first; the close still says it was mid-prompt."""
-    from session.agent import AgentConfig, GuardedAgent
+    from tool_failure_guard.session.transport.agent import AgentConfig, GuardedAgent
 
     harness = Harness()
     agent = GuardedAgent(

@@ -20,9 +20,9 @@ from acp.schema import EnvVariable, McpServerStdio
 from e2e_helpers import Box, run
 from test_session_executor import execute
 
-from session.client import RecordingClient, spawn_guarded_agent
-from session.executor import MAX_RESPONSE_CHARS, FunctionCall
-from session.shell_output import SHELL_KEEP_BYTES, ShellOutput
+from tool_failure_guard.session.tools.executor import MAX_RESPONSE_CHARS, FunctionCall
+from tool_failure_guard.session.tools.shell_output import SHELL_KEEP_BYTES, ShellOutput
+from tool_failure_guard.session.transport.client import RecordingClient, spawn_guarded_agent
 
 BOUNDS = Path(__file__).resolve().parent / "mcp_bounds_server.py"
 #: The longest a capped text may be: the cap and its note.
@@ -196,7 +196,7 @@ def test_a_quarter_gigabyte_of_output_keeps_memory_bounded() -> None:
 
 @pytest.mark.parametrize("size", [MAX_RESPONSE_CHARS, MAX_RESPONSE_CHARS + 1])
 def test_the_cap_keeps_text_at_the_limit_and_cuts_one_past_it(size: int) -> None:
-    from session.executor import cap_text
+    from tool_failure_guard.session.tools.executor import cap_text
 
     capped = cap_text("y" * size)
     if size == MAX_RESPONSE_CHARS:
@@ -208,7 +208,7 @@ def test_the_cap_keeps_text_at_the_limit_and_cuts_one_past_it(size: int) -> None
 def test_stdout_noise_warnings_are_rate_limited_per_server(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    from session.mcp_bounds import NOISE_WARNING_INTERVAL, StdoutNoise
+    from tool_failure_guard.session.tools.mcp_bounds import NOISE_WARNING_INTERVAL, StdoutNoise
 
     now = [0.0]
     noise = StdoutNoise("srv", clock=lambda: now[0])

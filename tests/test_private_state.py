@@ -18,8 +18,8 @@ import pytest
 from acp import text_block
 from e2e_helpers import Box
 
-from session.client import RecordingClient, spawn_guarded_agent
-from session.history import HistoryStore, Message, Part
+from tool_failure_guard.session.persistence.history import HistoryStore, Message, Part
+from tool_failure_guard.session.transport.client import RecordingClient, spawn_guarded_agent
 
 
 def mode(path: Path) -> int:

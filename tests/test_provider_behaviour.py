@@ -15,10 +15,13 @@ import pytest
 from e2e_helpers import decisions
 from provider_harness import PROVIDERS, Run, run_agent
 
-from guard import REPEATED_TOOL_FAILURE_REMINDER, REPEATED_TOOL_FAILURE_STOP_MESSAGE
-from session.drain import QUEUED_INPUT_PREFIX
-from session.history import Message
-from session.model import load_scenario
+from tool_failure_guard.guard import (
+    REPEATED_TOOL_FAILURE_REMINDER,
+    REPEATED_TOOL_FAILURE_STOP_MESSAGE,
+)
+from tool_failure_guard.session.model.base import load_scenario
+from tool_failure_guard.session.persistence.history import Message
+from tool_failure_guard.session.pipeline.drain import QUEUED_INPUT_PREFIX
 
 READ = {"tool": "read_file", "args": {"path": "missing.txt"}}
 LOOP = {"turns": [{"text": "Reading.", "calls": [READ] * 4, "repeat": 5}], "final_text": "Gave up."}
@@ -126,7 +129,7 @@ def test_a_second_prompt_after_a_stop_starts_fresh(tmp_path: Path, provider: str
 def test_mid_turn_input_joins_the_next_model_message_with_its_prefix(
     tmp_path: Path, provider: str
 ) -> None:
-    from session.client import RecordingClient
+    from tool_failure_guard.session.transport.client import RecordingClient
 
     client = RecordingClient(drain_messages={0: ["use notes.txt instead"]})
     scenario = {"turns": [{"calls": [READ]}, {"text": "ok"}], "final_text": "Done."}
@@ -146,7 +149,9 @@ def test_both_providers_leave_the_same_history(tmp_path: Path, mode: str) -> Non
     import json
     from importlib import resources
 
-    data = json.loads((resources.files("session") / "scenarios" / "read-loop.json").read_text())
+    data = json.loads(
+        (resources.files("tool_failure_guard.session") / "scenarios" / "read-loop.json").read_text()
+    )
     runs = [
         run_agent(
             tmp_path / provider,

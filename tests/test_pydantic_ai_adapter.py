@@ -27,16 +27,16 @@ from pydantic_ai.providers.openai import OpenAIProvider
 from pydantic_ai.tools import DeferredToolRequests
 from pydantic_ai_harness import Ran, batches, guarded_run, kept_call_ids
 
-from guard import (
-    GUARD_MODE_ENV_VAR,
-    REPEATED_TOOL_FAILURE_REMINDER,
-    REPEATED_TOOL_FAILURE_STOP_MESSAGE,
-    GuardMode,
-)
 from tool_failure_guard.core import (
     LOOP_INVALID_TOOL_PARAMS,
     LOOP_REPEATED_TOOL_FAILURE,
     STOP_NOTICES,
+)
+from tool_failure_guard.guard import (
+    GUARD_MODE_ENV_VAR,
+    REPEATED_TOOL_FAILURE_REMINDER,
+    REPEATED_TOOL_FAILURE_STOP_MESSAGE,
+    GuardMode,
 )
 from tool_failure_guard.integrations.pydantic_ai import (
     STOP_MODEL_NAME,

@@ -31,8 +31,12 @@ from mcp_servers import FILESYSTEM, require_real_servers
 from openai_server import FakeOpenAI, Reply, call, serve
 from test_acpx_e2e import require_acpx
 
-from guard import REPEATED_TOOL_FAILURE_REMINDER, REPEATED_TOOL_FAILURE_STOP_MESSAGE, DecisionKind
-from session.client import RecordingClient
+from tool_failure_guard.guard import (
+    REPEATED_TOOL_FAILURE_REMINDER,
+    REPEATED_TOOL_FAILURE_STOP_MESSAGE,
+    DecisionKind,
+)
+from tool_failure_guard.session.transport.client import RecordingClient
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"

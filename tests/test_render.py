@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from guard import TRANSITIONS, Phase, declared_transitions
-from guard._table import FACT_COMBINATIONS, _compile_condition, facts_of
 from tool_failure_guard import render
 from tool_failure_guard.cli import main
+from tool_failure_guard.guard import TRANSITIONS, Phase, declared_transitions
+from tool_failure_guard.guard._table import FACT_COMBINATIONS, _compile_condition, facts_of
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -14,9 +14,9 @@ from pathlib import Path
 from openai_server import Reply, call
 from provider_harness import run_agent
 
-from session.executor import FunctionCall
-from session.history import Message, Part, function_calls
 from tool_failure_guard.core.protections import CallIdDeduplicator, call_fingerprint
+from tool_failure_guard.session.persistence.history import Message, Part, function_calls
+from tool_failure_guard.session.tools.executor import FunctionCall
 
 
 def _write(path: str, content: str) -> tuple[str, str, str]:

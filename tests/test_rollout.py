@@ -17,10 +17,10 @@ import duckdb
 import numpy as np
 import pytest
 
-from rollout import assign, check, design, gates, load, sql, stats
-from rollout.engine import DuckDBEngine
-from rollout.simulate import FleetConfig, simulate
 from tool_failure_guard.cli import main
+from tool_failure_guard.rollout import assign, check, design, gates, load, sql, stats
+from tool_failure_guard.rollout.engine import DuckDBEngine
+from tool_failure_guard.rollout.simulate import FleetConfig, simulate
 
 #: A fleet whose treatment truly changes nothing but the stop itself.  Outcomes other
 #: than loops are rare so that ~17k prompts give intervals inside the spec's margins.
@@ -513,7 +513,11 @@ def test_without_the_extra_the_command_names_it(
 ) -> None:
     import sys
 
-    for name in [n for n in sys.modules if n == "rollout" or n.startswith("rollout.")]:
+    for name in [
+        n
+        for n in sys.modules
+        if n == "tool_failure_guard.rollout" or n.startswith("tool_failure_guard.rollout.")
+    ]:
         monkeypatch.delitem(sys.modules, name)
     monkeypatch.setitem(sys.modules, "duckdb", None)  # as if not installed
     assert main(["rollout", "check", "telemetry.jsonl"]) == 2

@@ -21,10 +21,16 @@ import pytest
 import rollout_records as records
 from clickhouse_http import serve
 
-from rollout import check, gates, load, otel_logs
-from rollout.engine import ChdbExecutor, ClickHouseEngine, Engine, Filters, InputError
-from rollout.simulate import FleetConfig, simulate
 from tool_failure_guard.cli import main
+from tool_failure_guard.rollout import check, gates, load, otel_logs
+from tool_failure_guard.rollout.engine import (
+    ChdbExecutor,
+    ClickHouseEngine,
+    Engine,
+    Filters,
+    InputError,
+)
+from tool_failure_guard.rollout.simulate import FleetConfig, simulate
 
 #: Small fleets (CI budget): both arms, all three boundary kinds, loops that stop.
 ENFORCE = FleetConfig(

@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 from rollout_records import EVENTS, call, engine, loop, prompt
 
-from rollout import check
-from rollout.simulate import FleetConfig, simulate
 from tool_failure_guard.cli import main
+from tool_failure_guard.rollout import check
+from tool_failure_guard.rollout.simulate import FleetConfig, simulate
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "rollout.md"
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from acp.exceptions import RequestError
 
-from session.drain import (
+from tool_failure_guard.session.pipeline.drain import (
     DRAIN_METHOD,
     DRAIN_WIRE_NAME,
     DrainAnswer,

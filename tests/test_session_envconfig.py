@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from guard import GUARD_MODE_ENV_VAR, GuardMode
-from session.envconfig import (
+from tool_failure_guard.guard import GUARD_MODE_ENV_VAR, GuardMode
+from tool_failure_guard.session.config.envconfig import (
     OPERATOR_ONLY_VARIABLES,
     SHELL_TIMEOUT_ENV_VAR,
     TOOL_CALL_CAP_ENV_VAR,

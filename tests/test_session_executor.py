@@ -10,8 +10,19 @@ from typing import Any, Literal
 import attrs
 import pytest
 
-from session.executor import CallOutcome, Executor, FunctionCall, PermissionAnswer
-from session.tools import Tool, ToolContext, ToolError, ToolKind, default_tools
+from tool_failure_guard.session.tools.builtin import (
+    Tool,
+    ToolContext,
+    ToolError,
+    ToolKind,
+    default_tools,
+)
+from tool_failure_guard.session.tools.executor import (
+    CallOutcome,
+    Executor,
+    FunctionCall,
+    PermissionAnswer,
+)
 
 
 @attrs.frozen

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from stdio_driver import RawAgent, frame
 
-from session.framing import (
+from tool_failure_guard.session.transport.framing import (
     INVALID_REQUEST,
     MALFORMED_RESPONSE,
     PARSE_ERROR,

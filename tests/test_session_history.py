@@ -7,9 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from guard import REPEATED_TOOL_FAILURE_STOP_MESSAGE
-from session.history import HistoryError, HistoryStore, HistoryWriteError, Message, Part
-from session.replay import replay_updates
+from tool_failure_guard.guard import REPEATED_TOOL_FAILURE_STOP_MESSAGE
+from tool_failure_guard.session.persistence.history import (
+    HistoryError,
+    HistoryStore,
+    HistoryWriteError,
+    Message,
+    Part,
+)
+from tool_failure_guard.session.persistence.replay import replay_updates
 
 
 def sample() -> list[Message]:

@@ -23,12 +23,17 @@ from acp.schema import (
 )
 from session_harness import in_process_session
 
-from guard import Decision, GuardMode, RepeatedToolFailureGuard
-from session.drain import QUEUED_INPUT_PREFIX, unreadable_note
-from session.history import HistoryStore, Message
-from session.loop import GuardedSession, SessionOptions
-from session.model import ModelTurn, ScriptedModel, load_scenario, parse_scenario
-from session.telemetry import GuardTelemetry
+from tool_failure_guard.guard import Decision, GuardMode, RepeatedToolFailureGuard
+from tool_failure_guard.session.model.base import (
+    ModelTurn,
+    ScriptedModel,
+    load_scenario,
+    parse_scenario,
+)
+from tool_failure_guard.session.persistence.history import HistoryStore, Message
+from tool_failure_guard.session.pipeline.drain import QUEUED_INPUT_PREFIX, unreadable_note
+from tool_failure_guard.session.pipeline.session import GuardedSession, SessionOptions
+from tool_failure_guard.session.telemetry.sink import GuardTelemetry
 
 #: How a host answers drain request number ``index`` (raise to fail it).
 Behaviour = Callable[["Host", int], Awaitable[Any]]

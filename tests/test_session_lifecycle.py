@@ -20,10 +20,10 @@ from telemetry_harness import Harness
 from test_session_loop import FakeClient
 from test_session_mcp import _wrapped_edge
 
-from session.agent import AgentConfig, GuardedAgent
-from session.client import RecordingClient, spawn_guarded_agent
-from session.model import ModelTurn, ScriptedModel, load_scenario
-from session.telemetry import SESSION_CLOSED_EVENT
+from tool_failure_guard.session.model.base import ModelTurn, ScriptedModel, load_scenario
+from tool_failure_guard.session.telemetry.sink import SESSION_CLOSED_EVENT
+from tool_failure_guard.session.transport.agent import AgentConfig, GuardedAgent
+from tool_failure_guard.session.transport.client import RecordingClient, spawn_guarded_agent
 
 
 class HangingModel:

@@ -12,18 +12,23 @@ from acp.exceptions import RequestError
 from acp.schema import PermissionOption, RequestPermissionResponse, ToolCallUpdate
 from session_harness import in_process_session
 
-from guard import (
+from tool_failure_guard.guard import (
     REPEATED_TOOL_FAILURE_REMINDER,
     BatchReceipt,
     Decision,
     GuardMode,
     RepeatedToolFailureGuard,
 )
-from session.history import HistoryStore
-from session.loop import GuardedSession, SessionOptions
-from session.model import ModelError, ScriptedModel, load_scenario, parse_scenario
-from session.prompt import TODO_CONTINUATION_MESSAGE
-from session.telemetry import GuardTelemetry, NullTelemetry
+from tool_failure_guard.session.model.base import (
+    ModelError,
+    ScriptedModel,
+    load_scenario,
+    parse_scenario,
+)
+from tool_failure_guard.session.persistence.history import HistoryStore
+from tool_failure_guard.session.pipeline.prompt import TODO_CONTINUATION_MESSAGE
+from tool_failure_guard.session.pipeline.session import GuardedSession, SessionOptions
+from tool_failure_guard.session.telemetry.sink import GuardTelemetry, NullTelemetry
 
 READ_MISSING = {"tool": "read_file", "args": {"path": "missing.txt"}}
 

@@ -21,16 +21,17 @@ from acp.schema import HttpMcpServer, McpServerStdio
 from e2e_helpers import run
 from mcp_servers import edge_server, read_pid
 
-from guard import Observation, classify_observation
-from session.executor import (
+from tool_failure_guard.guard import Observation, classify_observation
+from tool_failure_guard.session.tools.builtin import InvalidToolParams, Tool, ToolContext
+from tool_failure_guard.session.tools.executor import (
     MCP_EXECUTION_ERROR_TYPES,
     CallOutcome,
     Executor,
     FunctionCall,
     PermissionAnswer,
 )
-from session.mcp import SessionMcp, connect_servers
-from session.mcp_tools import (
+from tool_failure_guard.session.tools.mcp import SessionMcp, connect_servers
+from tool_failure_guard.session.tools.mcp_tools import (
     MAX_NAME_LENGTH,
     MCP_OUTCOME_TABLE,
     McpTool,
@@ -39,7 +40,6 @@ from session.mcp_tools import (
     result_text,
     tool_kind,
 )
-from session.tools import InvalidToolParams, Tool, ToolContext
 
 T = TypeVar("T")
 DOCS = Path(__file__).resolve().parent.parent / "docs"
@@ -379,7 +379,7 @@ async def _until(condition: Any) -> None:
 
 
 def test_a_project_cannot_set_the_mcp_timeout_but_home_and_process_can(tmp_path: Path) -> None:
-    from session.envconfig import MCP_TIMEOUT_ENV_VAR, load_env
+    from tool_failure_guard.session.config.envconfig import MCP_TIMEOUT_ENV_VAR, load_env
 
     project, home = tmp_path / "project", tmp_path / "home"
     (project / ".qwen").mkdir(parents=True)
@@ -416,8 +416,8 @@ def _wrapped_edge(pid_file: Path) -> McpServerStdio:
 def test_session_load_starts_the_servers_afresh_and_close_stops_them(tmp_path: Path) -> None:
     from mcp_servers import alive
 
-    from session.agent import AgentConfig, GuardedAgent
-    from session.model import ScriptedModel, load_scenario
+    from tool_failure_guard.session.model.base import ScriptedModel, load_scenario
+    from tool_failure_guard.session.transport.agent import AgentConfig, GuardedAgent
 
     project = tmp_path / "project"
     project.mkdir()

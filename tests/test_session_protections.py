@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from session.executor import CallOutcome, FunctionCall
 from tool_failure_guard.core.protections import (
     DEFAULT_TOOL_CALL_CAP,
     LOOP_INVALID_TOOL_PARAMS,
@@ -18,6 +17,7 @@ from tool_failure_guard.core.protections import (
     PromptProtections,
     ToolCallCap,
 )
+from tool_failure_guard.session.tools.executor import CallOutcome, FunctionCall
 
 
 def call(call_id: str, name: str = "read_file") -> FunctionCall:

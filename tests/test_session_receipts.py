@@ -5,8 +5,8 @@ from __future__ import annotations
 import attrs
 import pytest
 
-from guard import BatchReceipt, RepeatedToolFailureGuard
 from tool_failure_guard.core.receipts import CallRecord, ReceiptBuilder
+from tool_failure_guard.guard import BatchReceipt, RepeatedToolFailureGuard
 
 
 def settle(builder: ReceiptBuilder, ordinal: int, **overrides: object) -> CallRecord | None:

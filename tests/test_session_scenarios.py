@@ -9,9 +9,8 @@ from typing import Any
 
 import pytest
 
-from guard import REPEATED_TOOL_FAILURE_REMINDER
-from session.history import Message, Part
-from session.model import (
+from tool_failure_guard.guard import REPEATED_TOOL_FAILURE_REMINDER
+from tool_failure_guard.session.model.base import (
     ModelError,
     ScenarioError,
     ScriptedModel,
@@ -19,6 +18,7 @@ from session.model import (
     load_scenario,
     parse_scenario,
 )
+from tool_failure_guard.session.persistence.history import Message, Part
 
 
 def test_builtin_scenarios_all_load() -> None:

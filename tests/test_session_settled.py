@@ -9,9 +9,9 @@ import pytest
 from acp.exceptions import RequestError
 from session_harness import in_process_session
 
-from guard import GuardMode
-from session.drain import MidTurnInput
-from session.history import (
+from tool_failure_guard.guard import GuardMode
+from tool_failure_guard.session.model.base import ScriptedModel, parse_scenario
+from tool_failure_guard.session.persistence.history import (
     INTERRUPTED,
     HistoryStore,
     HistoryWriteError,
@@ -20,9 +20,9 @@ from session.history import (
     SettledCall,
     assemble,
 )
-from session.model import ScriptedModel, parse_scenario
-from session.pending import PendingInputLog
-from session.replay import replay_updates
+from tool_failure_guard.session.persistence.pending import PendingInputLog
+from tool_failure_guard.session.persistence.replay import replay_updates
+from tool_failure_guard.session.pipeline.drain import MidTurnInput
 
 
 def call(call_id: str, duplicate: bool = False) -> Part:

@@ -23,7 +23,7 @@ from opentelemetry.sdk.metrics.export import (
 )
 from telemetry_harness import Harness
 
-from guard import (
+from tool_failure_guard.guard import (
     BatchReceipt,
     Decision,
     DecisionKind,
@@ -32,8 +32,13 @@ from guard import (
     Observation,
     RepeatedToolFailureGuard,
 )
-from session import telemetry
-from session.telemetry import (
+from tool_failure_guard.session.telemetry import sink as telemetry
+from tool_failure_guard.session.telemetry.build import (
+    TelemetryConfigurationError,
+    build_telemetry,
+    telemetry_resource,
+)
+from tool_failure_guard.session.telemetry.sink import (
     GUARD_COUNTER,
     GUARD_LOG_EVENT,
     LOOP_DETECTED_COUNTER,
@@ -45,11 +50,6 @@ from session.telemetry import (
     OpenTelemetrySink,
     batch_count_bucket,
     failure_count_bucket,
-)
-from session.telemetry_build import (
-    TelemetryConfigurationError,
-    build_telemetry,
-    telemetry_resource,
 )
 
 

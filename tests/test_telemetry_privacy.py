@@ -35,7 +35,7 @@ from opentelemetry.sdk.metrics.export import (
 )
 from telemetry_harness import Harness
 
-from guard import (
+from tool_failure_guard.guard import (
     BatchReceipt,
     DecisionKind,
     GuardMode,
@@ -43,8 +43,8 @@ from guard import (
     Observation,
     RepeatedToolFailureGuard,
 )
-from session import telemetry
-from session.telemetry import (
+from tool_failure_guard.session.telemetry import sink as telemetry
+from tool_failure_guard.session.telemetry.sink import (
     GUARD_COUNTER,
     GUARD_LOG_EVENT,
     LOOP_DETECTED_COUNTER,

@@ -7,7 +7,7 @@ import logging
 import attrs
 import pytest
 
-from guard import (
+from tool_failure_guard.guard import (
     GUARD_MODE_ENV_VAR,
     REPEATED_TOOL_FAILURE_BATCH_THRESHOLD,
     REPEATED_TOOL_FAILURE_REMINDER,

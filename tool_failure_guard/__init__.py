@@ -8,28 +8,6 @@ The command line (``tool-failure-guard``: replay, render, bench, agent, demo)
 lives in :mod:`tool_failure_guard.cli` and is imported only when run.
 """
 
-from guard import (
-    GUARD_MODE_ENV_VAR,
-    REPEATED_TOOL_FAILURE_BATCH_THRESHOLD,
-    REPEATED_TOOL_FAILURE_REMINDER,
-    REPEATED_TOOL_FAILURE_STOP_MESSAGE,
-    REPEATED_TOOL_FAILURE_THRESHOLD,
-    BatchReceipt,
-    Decision,
-    DecisionKind,
-    ExecutionStatus,
-    GuardMode,
-    InputBoundary,
-    Observation,
-    Phase,
-    RepeatedToolFailureGuard,
-    ResetReason,
-    TerminalStatus,
-    ToolType,
-    classify_batch,
-    classify_observation,
-    resolve_mode,
-)
 from tool_failure_guard import core
 from tool_failure_guard.core import (
     DEFAULT_TOOL_CALL_CAP,
@@ -54,6 +32,28 @@ from tool_failure_guard.core import (
     ReceiptBuilder,
     Stop,
     error_type_of,
+)
+from tool_failure_guard.guard import (
+    GUARD_MODE_ENV_VAR,
+    REPEATED_TOOL_FAILURE_BATCH_THRESHOLD,
+    REPEATED_TOOL_FAILURE_REMINDER,
+    REPEATED_TOOL_FAILURE_STOP_MESSAGE,
+    REPEATED_TOOL_FAILURE_THRESHOLD,
+    BatchReceipt,
+    Decision,
+    DecisionKind,
+    ExecutionStatus,
+    GuardMode,
+    InputBoundary,
+    Observation,
+    Phase,
+    RepeatedToolFailureGuard,
+    ResetReason,
+    TerminalStatus,
+    ToolType,
+    classify_batch,
+    classify_observation,
+    resolve_mode,
 )
 from tool_failure_guard.modes import mode_for_run
 

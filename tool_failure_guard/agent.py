@@ -151,14 +151,22 @@ def run(args: argparse.Namespace) -> int:
     import asyncio
     import logging
 
-    from session.agent import AgentConfig, GuardedAgent
-    from session.envconfig import EnvConfig
-    from session.framing import DEFAULT_MAX_FRAME_BYTES, MIN_MAX_FRAME_BYTES
-    from session.history import default_state_dir
-    from session.model import Model, ScenarioError, ScriptedModel, load_scenario
-    from session.redact import install_redaction
-    from session.serve import serve
-    from session.telemetry_build import build_telemetry
+    from tool_failure_guard.session.config.envconfig import EnvConfig
+    from tool_failure_guard.session.config.redact import install_redaction
+    from tool_failure_guard.session.model.base import (
+        Model,
+        ScenarioError,
+        ScriptedModel,
+        load_scenario,
+    )
+    from tool_failure_guard.session.persistence.history import default_state_dir
+    from tool_failure_guard.session.telemetry.build import build_telemetry
+    from tool_failure_guard.session.transport.agent import AgentConfig, GuardedAgent
+    from tool_failure_guard.session.transport.framing import (
+        DEFAULT_MAX_FRAME_BYTES,
+        MIN_MAX_FRAME_BYTES,
+    )
+    from tool_failure_guard.session.transport.serve import serve
 
     logging.basicConfig(
         stream=sys.stderr, level=args.log_level, format="agent %(levelname)s %(name)s: %(message)s"
@@ -180,7 +188,7 @@ def run(args: argparse.Namespace) -> int:
     session_model_factory = None
     if model_name is not None:
         # Imported only here: the scripted agent (demo, most tests) never pays for the SDK.
-        from session.openai_model import (
+        from tool_failure_guard.session.model.openai import (
             OpenAIChatModel,
             OpenAISettings,
             Sampling,

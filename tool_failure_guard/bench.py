@@ -49,7 +49,7 @@ from typing import Protocol, TypeVar
 
 import attrs
 
-from guard import (
+from tool_failure_guard.guard import (
     INELIGIBLE_RESET_REASON_PRECEDENCE,
     REPEATED_TOOL_FAILURE_BATCH_THRESHOLD,
     REPEATED_TOOL_FAILURE_THRESHOLD,
@@ -63,7 +63,7 @@ from guard import (
     RepeatedToolFailureGuard,
     ResetReason,
 )
-from guard._values import decision as interned
+from tool_failure_guard.guard._values import decision as interned
 
 _T = TypeVar("_T")
 
@@ -548,7 +548,7 @@ def run(args: argparse.Namespace) -> int:
     if args.batches < 1 or args.rounds < 1:
         print("bench: --batches and --rounds must be positive", file=sys.stderr)
         return 2
-    from guard.engine import EngineGuard
+    from tool_failure_guard.guard.engine import EngineGuard
 
     corpus = build_corpus(args.batches, args.seed)
     n_batches = sum(len(batches) for _, batches in corpus)

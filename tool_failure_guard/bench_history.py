@@ -13,7 +13,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from session.history import HistoryStore, Part, SettledCall
+from tool_failure_guard.session.persistence.history import HistoryStore, Part, SettledCall
 
 
 def settled_record_cost(records: int = 200, where: Path | None = None) -> tuple[float, float]:

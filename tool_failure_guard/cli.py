@@ -21,7 +21,7 @@ SUBCOMMANDS: dict[str, str] = {
     "bench": "bench",
     "agent": "agent",
     "demo": "demo",
-    "rollout": "rollout",
+    "rollout": "rollout_command",
 }
 
 _HELP = {

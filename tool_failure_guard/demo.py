@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
     if bad or not modes:
         print(f"demo: unknown mode(s) {bad}; expected off, shadow, warn, enforce", file=sys.stderr)
         return 2
-    from session.model import ScenarioError, load_scenario
+    from tool_failure_guard.session.model.base import ScenarioError, load_scenario
 
     try:
         load_scenario(args.scenario)
@@ -96,7 +96,7 @@ async def _run_mode(
     from acp import text_block
     from acp.schema import McpServerStdio
 
-    from session.client import RecordingClient, spawn_guarded_agent
+    from tool_failure_guard.session.transport.client import RecordingClient, spawn_guarded_agent
 
     with tempfile.TemporaryDirectory(prefix="tfg-demo-") as tmp:
         root = Path(tmp)
@@ -141,7 +141,10 @@ def _model_inputs(history: Path) -> list[str]:
     """One line per post-batch model message: what the model was sent."""
     import json
 
-    from guard import REPEATED_TOOL_FAILURE_REMINDER, REPEATED_TOOL_FAILURE_STOP_MESSAGE
+    from tool_failure_guard.guard import (
+        REPEATED_TOOL_FAILURE_REMINDER,
+        REPEATED_TOOL_FAILURE_STOP_MESSAGE,
+    )
 
     lines: list[str] = []
     for raw in history.read_text(encoding="utf-8").splitlines():

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from guard import GUARD_MODE_ENV_VAR, GuardMode, resolve_mode
+from tool_failure_guard.guard import GUARD_MODE_ENV_VAR, GuardMode, resolve_mode
 
 
 def mode_for_run(

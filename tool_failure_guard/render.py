@@ -35,7 +35,7 @@ from pathlib import Path
 
 import attrs
 
-from guard import Transition, declared_transitions
+from tool_failure_guard.guard import Transition, declared_transitions
 
 HELP = "write diagrams/ from the statechart class (or --check they are current)"
 
@@ -59,7 +59,7 @@ def _label(transition: Transition) -> str:
 
 def mermaid() -> str:
     """The chart as Mermaid: every transition, numbered by priority within its phase."""
-    from statecharts import RepeatedToolFailureChart
+    from tool_failure_guard.statecharts import RepeatedToolFailureChart
 
     lines = ["stateDiagram-v2", "    direction LR"]
     for state in RepeatedToolFailureChart.states:
@@ -111,7 +111,7 @@ def _lines(lines: Sequence[str]) -> str:
 
 def stable_dot() -> str:
     """The chart as Graphviz source: deterministic, one labelled edge per pair of phases."""
-    from statecharts import RepeatedToolFailureChart
+    from tool_failure_guard.statecharts import RepeatedToolFailureChart
 
     out = [
         f"digraph {STEM} {{",
@@ -150,7 +150,7 @@ class SvgContent:
 
 def expected_svg_content() -> SvgContent:
     """What the SVG of :func:`stable_dot` must show, derived from the chart itself."""
-    from statecharts import RepeatedToolFailureChart
+    from tool_failure_guard.statecharts import RepeatedToolFailureChart
 
     states = RepeatedToolFailureChart.states
     return SvgContent(

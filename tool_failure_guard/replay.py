@@ -37,7 +37,7 @@ from typing import IO, Any
 
 import attrs
 
-from guard import (
+from tool_failure_guard.guard import (
     BatchReceipt,
     Decision,
     GuardMode,

@@ -26,9 +26,9 @@ from host_behaviour import (
     Scenario,
 )
 
-from guard import GuardMode
-from session.client import RecordingClient, spawn_guarded_agent
-from session.history import HistoryStore
+from tool_failure_guard.guard import GuardMode
+from tool_failure_guard.session.persistence.history import HistoryStore
+from tool_failure_guard.session.transport.client import RecordingClient, spawn_guarded_agent
 
 
 class CancellingClient(RecordingClient):

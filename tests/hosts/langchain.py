@@ -22,7 +22,7 @@ from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool, tool
 from langchain_openai import ChatOpenAI
 
-from guard import GuardMode
+from tool_failure_guard.guard import GuardMode
 from tool_failure_guard.integrations.langchain import RepeatedToolFailureMiddleware
 
 os.environ["LANGSMITH_TRACING"] = "false"

@@ -26,7 +26,7 @@ from agents import (
 from agents.result import RunResultBase
 from host_behaviour import API_KEY, COMPLETED, MODEL_NAME, STOPPED, HostOutcome, Scenario
 
-from guard import GuardMode
+from tool_failure_guard.guard import GuardMode
 from tool_failure_guard.integrations.openai_agents import GuardedRunner
 
 set_tracing_disabled(True)

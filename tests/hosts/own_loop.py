@@ -15,7 +15,7 @@ from types import ModuleType
 import openai
 from host_behaviour import API_KEY, COMPLETED, MODEL_NAME, STOPPED, HostOutcome, Scenario
 
-from guard import GuardMode
+from tool_failure_guard.guard import GuardMode
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "own_loop.py"
 

@@ -37,8 +37,8 @@ from pydantic_ai.providers.openai import OpenAIProvider
 from pydantic_ai.run import AgentRun
 from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, RunContext, ToolDenied
 
-from guard import GuardMode
 from tool_failure_guard.core import Action
+from tool_failure_guard.guard import GuardMode
 from tool_failure_guard.integrations.pydantic_ai import (
     ProtectionStop,
     RepeatedToolFailureCapability,

@@ -21,19 +21,19 @@ from __future__ import annotations
 
 import attrs
 
-from guard import (
+from tool_failure_guard.core.protections import (
+    LOOP_INVALID_TOOL_PARAMS,
+    LOOP_PROVIDER_DUPLICATE,
+    LOOP_REPEATED_TOOL_FAILURE,
+    LOOP_TOOL_CALL_CAP,
+)
+from tool_failure_guard.guard import (
     REPEATED_TOOL_FAILURE_STOP_MESSAGE,
     BatchReceipt,
     Decision,
     DecisionKind,
     GuardMode,
     InputBoundary,
-)
-from tool_failure_guard.core.protections import (
-    LOOP_INVALID_TOOL_PARAMS,
-    LOOP_PROVIDER_DUPLICATE,
-    LOOP_REPEATED_TOOL_FAILURE,
-    LOOP_TOOL_CALL_CAP,
 )
 
 #: The fixed text each protection's stop ends the run with, by loop type.

@@ -36,13 +36,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from guard import (
-    REPEATED_TOOL_FAILURE_REMINDER,
-    DecisionKind,
-    GuardMode,
-    InputBoundary,
-    RepeatedToolFailureGuard,
-)
 from tool_failure_guard.core.actions import (
     STOP_NOTICES,
     Action,
@@ -60,6 +53,13 @@ from tool_failure_guard.core.protections import (
     PromptProtections,
 )
 from tool_failure_guard.core.settlement import BatchSettlement
+from tool_failure_guard.guard import (
+    REPEATED_TOOL_FAILURE_REMINDER,
+    DecisionKind,
+    GuardMode,
+    InputBoundary,
+    RepeatedToolFailureGuard,
+)
 
 #: The boundary of a host with no mid-run user input: nothing arrived, reliably.
 QUIET_BOUNDARY = InputBoundary()

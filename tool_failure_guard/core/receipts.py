@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import attrs
 
-from guard import BatchReceipt, Observation
+from tool_failure_guard.guard import BatchReceipt, Observation
 
 
 @attrs.frozen(kw_only=True)

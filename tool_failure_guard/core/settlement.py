@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from guard import BatchReceipt
 from tool_failure_guard.core.outcomes import CallOutcome, FunctionCall
 from tool_failure_guard.core.protections import Admission
 from tool_failure_guard.core.receipts import CallRecord, ReceiptBuilder
+from tool_failure_guard.guard import BatchReceipt
 
 
 class BatchSettlement:

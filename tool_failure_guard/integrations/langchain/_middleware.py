@@ -29,8 +29,6 @@ from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
-from guard import GuardMode
-from session.telemetry import GuardTelemetry
 from tool_failure_guard.core import (
     DEFAULT_TOOL_CALL_CAP,
     CallOutcome,
@@ -40,6 +38,7 @@ from tool_failure_guard.core import (
     invalid_arguments,
     rejected,
 )
+from tool_failure_guard.guard import GuardMode
 from tool_failure_guard.integrations.langchain._observe import Probe
 from tool_failure_guard.integrations.langchain._outcomes import (
     decided_call,
@@ -55,6 +54,7 @@ from tool_failure_guard.integrations.langchain._run import (
     RunReport,
 )
 from tool_failure_guard.modes import mode_for_run
+from tool_failure_guard.session.telemetry.sink import GuardTelemetry
 
 #: The state key of the run's report (public: :func:`stop_of`, :func:`report_of` read it).
 REPORT_KEY = "tool_failure_guard"

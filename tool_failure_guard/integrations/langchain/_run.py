@@ -21,14 +21,6 @@ from typing import Any
 
 import attrs
 
-from guard import DecisionKind, GuardMode
-from session.telemetry import (
-    CallRecord,
-    GuardTelemetry,
-    NullTelemetry,
-    OutcomeTelemetry,
-    PromptOutcome,
-)
 from tool_failure_guard.core import (
     DEFAULT_TOOL_CALL_CAP,
     Action,
@@ -40,7 +32,15 @@ from tool_failure_guard.core import (
     PromptProtection,
     Stop,
 )
+from tool_failure_guard.guard import DecisionKind, GuardMode
 from tool_failure_guard.integrations.langchain._outcomes import replayed
+from tool_failure_guard.session.telemetry.sink import (
+    CallRecord,
+    GuardTelemetry,
+    NullTelemetry,
+    OutcomeTelemetry,
+    PromptOutcome,
+)
 
 #: The ``route`` of this adapter's telemetry (``session.telemetry.FRAMEWORK_ROUTES``).
 ROUTE = "langchain"

@@ -25,9 +25,8 @@ from typing import Any
 from agents import Agent, MaxTurnsExceeded, Runner, RunResult, RunResultStreaming, RunState
 from agents.result import RunResultBase
 
-from guard import GuardMode
-from session.telemetry import GuardTelemetry
 from tool_failure_guard.core import DEFAULT_TOOL_CALL_CAP
+from tool_failure_guard.guard import GuardMode
 from tool_failure_guard.integrations.openai_agents._outcomes import OUTCOME_ROWS, OutcomeRow
 from tool_failure_guard.integrations.openai_agents._run import (
     ROUTE,
@@ -43,6 +42,7 @@ from tool_failure_guard.integrations.openai_agents._wiring import (
     guarded_config,
 )
 from tool_failure_guard.modes import mode_for_run
+from tool_failure_guard.session.telemetry.sink import GuardTelemetry
 
 __all__ = [
     "OUTCOME_ROWS",

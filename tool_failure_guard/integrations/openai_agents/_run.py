@@ -21,14 +21,6 @@ from typing import Any
 
 import attrs
 
-from guard import DecisionKind, GuardMode
-from session.telemetry import (
-    CallRecord,
-    GuardTelemetry,
-    NullTelemetry,
-    OutcomeTelemetry,
-    PromptOutcome,
-)
 from tool_failure_guard.core import (
     DEFAULT_TOOL_CALL_CAP,
     Action,
@@ -40,10 +32,18 @@ from tool_failure_guard.core import (
     PromptProtection,
     Stop,
 )
+from tool_failure_guard.guard import DecisionKind, GuardMode
 from tool_failure_guard.integrations.openai_agents._outcomes import (
     interrupted as interrupted_call,
 )
 from tool_failure_guard.integrations.openai_agents._outcomes import replayed
+from tool_failure_guard.session.telemetry.sink import (
+    CallRecord,
+    GuardTelemetry,
+    NullTelemetry,
+    OutcomeTelemetry,
+    PromptOutcome,
+)
 
 #: The ``route`` of this adapter's telemetry (``session.telemetry.FRAMEWORK_ROUTES``).
 ROUTE = "openai_agents"

@@ -43,8 +43,6 @@ from pydantic_ai.tools import RunContext
 from pydantic_ai.toolsets import AbstractToolset
 from pydantic_graph import End
 
-from guard import GuardMode
-from session.telemetry import GuardTelemetry, NullTelemetry
 from tool_failure_guard.core import (
     DEFAULT_TOOL_CALL_CAP,
     Action,
@@ -53,6 +51,7 @@ from tool_failure_guard.core import (
     Stop,
     provider_duplicate,
 )
+from tool_failure_guard.guard import GuardMode
 from tool_failure_guard.integrations.pydantic_ai._run import (
     GuardedRun,
     answered_call_ids,
@@ -61,6 +60,7 @@ from tool_failure_guard.integrations.pydantic_ai._run import (
 from tool_failure_guard.integrations.pydantic_ai._stop import ProtectionStop
 from tool_failure_guard.integrations.pydantic_ai._toolset import ObservingToolset, tool_type_of
 from tool_failure_guard.modes import mode_for_run
+from tool_failure_guard.session.telemetry.sink import GuardTelemetry, NullTelemetry
 
 #: ``metadata`` key marking the parts and responses this adapter added to a history.
 METADATA_KEY = "tool_failure_guard"

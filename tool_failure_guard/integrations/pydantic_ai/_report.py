@@ -12,10 +12,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 
-from guard import DecisionKind, RepeatedToolFailureGuard
-from session.telemetry import CallRecord as SettledCall
-from session.telemetry import GuardTelemetry, OutcomeTelemetry, PromptOutcome
 from tool_failure_guard.core import Action, CallOutcome, Stop
+from tool_failure_guard.guard import DecisionKind, RepeatedToolFailureGuard
+from tool_failure_guard.session.telemetry.sink import CallRecord as SettledCall
+from tool_failure_guard.session.telemetry.sink import (
+    GuardTelemetry,
+    OutcomeTelemetry,
+    PromptOutcome,
+)
 
 #: The route value of every record this adapter emits.
 ROUTE = "pydantic_ai"

@@ -28,8 +28,6 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
-from guard import GuardMode, InputBoundary
-from session.telemetry import GuardTelemetry, PromptOutcome
 from tool_failure_guard.core import (
     Action,
     BatchSettlement,
@@ -40,8 +38,10 @@ from tool_failure_guard.core import (
     Stop,
     provider_duplicate,
 )
+from tool_failure_guard.guard import GuardMode, InputBoundary
 from tool_failure_guard.integrations.pydantic_ai._outcomes import Execution, Returned, settle
 from tool_failure_guard.integrations.pydantic_ai._report import ROUTE, RunReport
+from tool_failure_guard.session.telemetry.sink import GuardTelemetry, PromptOutcome
 
 _log = logging.getLogger("tool_failure_guard.integrations.pydantic_ai")
 

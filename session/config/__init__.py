@@ -1,0 +1,1 @@
+"""Configuration: env files and refused sources, operator settings, redaction."""

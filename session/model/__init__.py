@@ -1,0 +1,1 @@
+"""Models: the interface, the scripted model, the OpenAI-compatible provider."""

@@ -1,0 +1,1 @@
+"""Persistence: the append-only history, the pending-input log, load replay."""

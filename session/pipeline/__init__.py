@@ -1,0 +1,1 @@
+"""The prompt pipeline: session, prompt, batch, input boundary, outcome records."""

@@ -1,0 +1,390 @@
+"""The input boundary: mid-turn input drained between batches, pulled and pushed.
+
+Pull
+    Between batches the agent asks the client for its queued mid-turn input
+    with the host extension method ``craft/drainMidTurnQueue``.  ACP requires
+    extension method names to start with ``_`` and the Python SDK adds that
+    prefix to every name it sends, so the exact wire name is
+    ``_craft/drainMidTurnQueue`` (:data:`DRAIN_WIRE_NAME`).  A host built on
+    the Python SDK receives it in its ``ext_method`` as
+    ``craft/drainMidTurnQueue``; a host built on the TypeScript SDK (which
+    passes names through unchanged) must register ``_craft/drainMidTurnQueue``.
+    Sending the bare name instead would bypass the SDK and be answered
+    "method not found" by every spec-conforming client.
+
+    Params: ``{"sessionId": ...}`` plus ``"todoStopGuardWatchQueuedPrompt": true``
+    when the guard mode is not ``off`` (``off`` keeps the legacy request
+    shape).  Answer: ``{"messages": [text | {"type": "text", "text": ...}],
+    "hasQueuedPrompt": bool}``; ``hasQueuedPrompt`` is required when the watch
+    flag was sent.  Timeout 2 s.  "Method not found" or a third timeout
+    disables pulling for the rest of the session.
+
+Push
+    Clients may also push input with ``_session/steering``
+    (``{"sessionId", "prompt": [content blocks]}``), advertised in the
+    ``initialize`` answer as ``_meta.steering.supported = true``.  Pushed input
+    is queued inside the agent.
+
+No input is lost
+    Whatever the host hands over reaches the model, in order, exactly once, in
+    every mode.  Every answer -- on time or late -- is adopted into the
+    agent-side queue the moment it arrives (so it is persisted through
+    ``on_queue_change``), and each boundary takes the whole queue.  A legacy
+    answer (no ``hasQueuedPrompt`` although it was asked for) or a malformed
+    one makes the *boundary* unreliable, never the messages: what parses is
+    delivered, and an item that cannot be read as text is delivered as a
+    visible note in its place (and logged).  No count limit applies.  A request
+    that times out is not cancelled: its answer, when it comes, joins the queue
+    and is delivered at the next boundary or with the next prompt (the host
+    believes it delivered it).  Only one request is outstanding at a time.
+
+Unreliable boundaries
+    An error, a timeout, or a legacy/malformed answer makes that boundary
+    unreliable (the guard resets with ``unreliable_input`` and disables
+    enforcement for the prompt).  When pulling is unavailable for the session
+    (method not found, the third timeout, no client) *every* boundary is
+    unreliable -- the agent-side queue alone cannot tell whether the host holds
+    input -- so no candidate ever accumulates on such a host; the guard reports
+    only the first such reset of a prompt (later resets from ``idle`` are
+    silent), so it is one diagnostic per prompt.  Pushed input is still
+    delivered.  :attr:`MidTurnInput.drain_supported` tells rollout analysis
+    which prompts ran against such a host.
+
+A declared prompt-only boundary
+    With ``TOOL_FAILURE_GUARD_INPUT_BOUNDARY=prompt-only``
+    (:mod:`session.declared_boundary`) the host is never asked: each boundary
+    is reliable, has no queued prompt, and carries the agent-side queue alone
+    (``_session/steering`` pushes still count as external input and reset).
+
+Cancellation
+    ``session/cancel`` wins over a hung drain: the wait is raced against the
+    prompt's cancel event, the request stays outstanding, and its answer is
+    kept as queued input.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import attrs
+
+from tool_failure_guard.guard import InputBoundary
+from tool_failure_guard.session.config.declared_boundary import UNSUPPORTED, BoundaryKind
+
+_log = logging.getLogger("session.drain")
+
+DRAIN_METHOD = "craft/drainMidTurnQueue"
+#: What goes on the wire (the SDK prefixes extension names with ``_``).
+DRAIN_WIRE_NAME = "_" + DRAIN_METHOD
+#: The push extension, as the SDK hands it to ``ext_method`` (wire: ``_session/steering``).
+STEERING_METHOD = "session/steering"
+WATCH_FLAG = "todoStopGuardWatchQueuedPrompt"
+QUEUED_INPUT_PREFIX = "[User message received during tool execution]: "
+DEFAULT_DRAIN_TIMEOUT = 2.0
+MAX_DRAIN_TIMEOUTS = 3
+METHOD_NOT_FOUND = -32601
+
+#: Sends an extension request to the client (``AgentSideConnection.ext_method``).
+ExtRequest = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
+#: Told the whole agent-side queue each time it changes (the session persists it).
+QueueListener = Callable[[tuple[str, ...]], None]
+
+_JSON_TYPE_NAMES = {
+    bool: "boolean",
+    int: "number",
+    float: "number",
+    str: "string",
+    list: "array",
+    dict: "object",
+    type(None): "null",
+}
+
+
+@attrs.frozen
+class DrainResult:
+    """What one drain found, and whether the boundary can be trusted."""
+
+    messages: tuple[str, ...] = ()
+    has_queued_prompt: bool = False
+    reliable: bool = True
+
+    def boundary(self) -> InputBoundary:
+        return InputBoundary(
+            has_external_input=bool(self.messages),
+            has_queued_prompt=self.has_queued_prompt,
+            reliable=self.reliable,
+        )
+
+
+@attrs.frozen
+class DrainAnswer:
+    """One drain answer as read: what it carried, and whether it had the contract's shape.
+
+    ``messages`` holds every item in order: readable text as is, anything else
+    as a note saying what was left out, so nothing the host handed over
+    disappears without a trace.
+    """
+
+    messages: tuple[str, ...] = ()
+    has_queued_prompt: bool = False
+    well_formed: bool = True
+    unreadable: int = 0
+
+
+def unreadable_note(item: Any) -> str:
+    """The visible stand-in for a queued item that cannot be read as text."""
+    kind = item.get("type") if isinstance(item, dict) else None
+    if not isinstance(kind, str) or not kind:
+        kind = _JSON_TYPE_NAMES.get(type(item), "unknown")
+    return f"[queued input that is not text was left out: {kind[:40]}]"
+
+
+def _message_text(item: Any) -> str | None:
+    if isinstance(item, str):
+        return item
+    if isinstance(item, dict) and item.get("type") == "text" and isinstance(item.get("text"), str):
+        return str(item["text"])
+    return None
+
+
+def parse_drain_answer(answer: Any, *, watched: bool) -> DrainAnswer:
+    """Read an answer leniently: deliver what it carried, flag what breaks the contract.
+
+    The contract is an object with a ``messages`` list of text items and, when
+    the watch flag was sent, a boolean ``hasQueuedPrompt``.  Anything else still
+    yields the messages it carried (a bare list, string or object counts as the
+    item list), but ``well_formed`` is False and the boundary is unreliable.
+    """
+    well_formed = True
+    queued: Any = False
+    if isinstance(answer, dict):
+        raw: Any = answer.get("messages", [])
+        queued = answer.get("hasQueuedPrompt")
+        if queued is None:
+            well_formed = not watched  # a legacy answer to a watched request
+            queued = False
+        elif not isinstance(queued, bool):
+            well_formed = False
+            queued = False
+    else:
+        raw = answer
+        well_formed = False
+    if raw is None:
+        items: list[Any] = []
+        well_formed = False
+    elif isinstance(raw, list):
+        items = raw
+    else:
+        items = [raw]
+        well_formed = False
+    messages: list[str] = []
+    unreadable = 0
+    for item in items:
+        text = _message_text(item)
+        if text is None:
+            unreadable += 1
+            text = unreadable_note(item)
+        messages.append(text)
+    if unreadable:
+        well_formed = False
+    return DrainAnswer(tuple(messages), bool(queued), well_formed, unreadable)
+
+
+#: A request's end: the answer as read, or None when the request failed.
+_Reply = DrainAnswer | None
+
+
+class MidTurnInput:
+    """One session's input boundary: the host's pull queue and the agent's queue."""
+
+    def __init__(
+        self,
+        session_id: str,
+        ext_request: ExtRequest | None,
+        *,
+        timeout: float = DEFAULT_DRAIN_TIMEOUT,
+        on_queue_change: QueueListener | None = None,
+        declared: BoundaryKind = BoundaryKind.DRAIN,
+    ) -> None:
+        self._session_id = session_id
+        self._declared = declared
+        self._on_queue_change = on_queue_change
+        self._ext_request = ext_request
+        self._timeout = timeout
+        self._pushed: list[str] = []
+        self._timeouts = 0
+        # A prompt-only host is never asked: pulling is off from the start.
+        self._pull_disabled = ext_request is None or declared is BoundaryKind.PROMPT_ONLY
+        self._inflight: asyncio.Future[_Reply] | None = None
+        self._contract_kept = True
+
+    @property
+    def pull_disabled(self) -> bool:
+        return self._pull_disabled
+
+    @property
+    def declared(self) -> BoundaryKind:
+        """The boundary the operator declared for this session's host."""
+        return self._declared
+
+    def record_value(self, reliable_throughout: bool) -> str:
+        """The prompt record's ``input_boundary``: the kind actually used for the prompt.
+
+        ``prompt-only`` when declared; otherwise ``drain`` when the host kept
+        the drain contract at every boundary (``reliable_throughout``) and
+        ``unsupported`` when it lacked or failed it.
+        """
+        if self._declared is BoundaryKind.PROMPT_ONLY:
+            return BoundaryKind.PROMPT_ONLY.value
+        return BoundaryKind.DRAIN.value if reliable_throughout else UNSUPPORTED
+
+    @property
+    def request_outstanding(self) -> bool:
+        """A drain request was sent and the host has not answered it yet."""
+        return self._inflight is not None and not self._inflight.done()
+
+    @property
+    def drain_supported(self) -> bool:
+        """Whether this prompt ran against a host that keeps the drain contract.
+
+        False once, during the current prompt, pulling was unavailable (method
+        not found, disabled after repeated timeouts, no client) or an answer
+        lacked the contract's shape (legacy or malformed).  Every boundary of
+        such a prompt is unreliable, so rollout analysis keeps these prompts
+        out of the supported-host conclusions.  A single timeout or error of an
+        otherwise conforming host does not clear it.
+        """
+        return self._contract_kept
+
+    @property
+    def pending(self) -> tuple[str, ...]:
+        """The agent-side queue: pushed, requeued and late input not yet delivered."""
+        return tuple(self._pushed)
+
+    def _queue_changed(self) -> None:
+        """Every change of the agent-side queue goes through here, so it can be persisted."""
+        if self._on_queue_change is not None:
+            self._on_queue_change(tuple(self._pushed))
+
+    def push(self, texts: list[str]) -> None:
+        """Queue input pushed by the client (``_session/steering``)."""
+        self._pushed.extend(texts)
+        self._queue_changed()
+
+    def requeue(self, texts: tuple[str, ...]) -> None:
+        """Put drained input back at the front: a stopped prompt leaves it queued."""
+        self._pushed[:0] = list(texts)
+        self._queue_changed()
+
+    def restore(self, texts: tuple[str, ...]) -> None:
+        """Start from a persisted queue (``session/load``); nothing is re-persisted."""
+        self._pushed = list(texts)
+
+    def take_pushed(self) -> list[str]:
+        """Take the whole agent-side queue (pushed, requeued and pulled input), in order."""
+        pushed, self._pushed = self._pushed, []
+        if pushed:
+            self._queue_changed()
+        return pushed
+
+    def start_prompt(self) -> None:
+        self._contract_kept = not self._pull_disabled
+
+    async def _request(self, watched: bool) -> _Reply:
+        """One drain request; its messages join the queue the moment they arrive."""
+        assert self._ext_request is not None
+        params: dict[str, Any] = {"sessionId": self._session_id}
+        if watched:
+            params[WATCH_FLAG] = True
+        try:
+            answer = await self._ext_request(DRAIN_METHOD, params)
+        except Exception as exc:
+            if getattr(exc, "code", None) == METHOD_NOT_FOUND:
+                _log.info("the client has no %s; draining disabled", DRAIN_WIRE_NAME)
+                self._pull_disabled = True
+                self._contract_kept = False
+            else:
+                _log.warning("%s failed: %s", DRAIN_WIRE_NAME, exc)
+            return None
+        reply = parse_drain_answer(answer, watched=watched)
+        if reply.unreadable:
+            _log.warning(
+                "%s: %d queued item(s) are not text; delivered as a note in their place",
+                DRAIN_WIRE_NAME,
+                reply.unreadable,
+            )
+        if not reply.well_formed:
+            _log.warning(
+                "%s answered without the contract's shape; the boundary is unreliable",
+                DRAIN_WIRE_NAME,
+            )
+        if reply.messages:
+            self._pushed.extend(reply.messages)
+            self._queue_changed()
+        return reply
+
+    async def _wait(self, request: asyncio.Future[_Reply], cancelled: asyncio.Event | None) -> bool:
+        """Wait for ``request`` within the timeout; True if it ended, False if not.
+
+        The request itself is never cancelled here: a late answer is still kept.
+        """
+        if cancelled is None:
+            done, _ = await asyncio.wait({request}, timeout=self._timeout)
+            return bool(done)
+        stop: asyncio.Future[Any] = asyncio.ensure_future(cancelled.wait())
+        waiting: set[asyncio.Future[Any]] = {request, stop}
+        try:
+            done, _ = await asyncio.wait(
+                waiting, timeout=self._timeout, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            stop.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await stop
+        return request in done
+
+    async def drain(
+        self, *, watch_queued_prompt: bool, cancelled: asyncio.Event | None = None
+    ) -> DrainResult:
+        """One input boundary: ask the host (if it can be asked), then take the whole queue.
+
+        If ``cancelled`` is set while the host is being waited for, return at
+        once with an empty, unreliable result and the queue untouched.  A
+        declared prompt-only host is never asked: the boundary is reliable, with
+        no queued prompt, and carries the agent-side queue alone.
+        """
+        if self._declared is BoundaryKind.PROMPT_ONLY:
+            return DrainResult(tuple(self.take_pushed()), False, True)
+        reply: _Reply = None
+        if not self._pull_disabled and self._ext_request is not None:
+            if self._inflight is None or self._inflight.done():
+                # An earlier request that ended late was already adopted into the queue.
+                self._inflight = asyncio.ensure_future(self._request(watch_queued_prompt))
+            request = self._inflight
+            if await self._wait(request, cancelled):
+                self._inflight = None
+                reply = request.result()
+                if reply is not None and not reply.well_formed:
+                    self._contract_kept = False
+            elif cancelled is not None and cancelled.is_set():
+                return DrainResult((), False, False)
+            else:
+                self._timeouts += 1
+                _log.warning(
+                    "%s timed out (%d/%d); a late answer is kept as queued input",
+                    DRAIN_WIRE_NAME,
+                    self._timeouts,
+                    MAX_DRAIN_TIMEOUTS,
+                )
+                if self._timeouts >= MAX_DRAIN_TIMEOUTS:
+                    self._pull_disabled = True
+        if self._pull_disabled:
+            self._contract_kept = False
+        messages = tuple(self.take_pushed())
+        if reply is None or not reply.well_formed:
+            return DrainResult(messages, False, False)
+        return DrainResult(messages, reply.has_queued_prompt, True)

@@ -1,0 +1,1 @@
+"""Telemetry sinks: counter and diagnostic log, outcome records, OTLP files."""

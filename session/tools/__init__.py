@@ -1,0 +1,1 @@
+"""Tools: the built-ins, the executor's outcome contract, MCP servers and their tools."""

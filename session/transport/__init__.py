@@ -1,0 +1,1 @@
+"""The ACP transport: the agent on stdio, the frame filter, the recording client."""
