@@ -1,4 +1,4 @@
-"""``python -m evaluation``: set up, run the episodes, write the report.
+"""``python -m tool_failure_guard.evaluation``: set up, run the episodes, write the report.
 
 ``setup``   the cached local model and server (:mod:`evaluation.setup_model`);
 ``run``     every task x arm x seed against the endpoint, then the report;
@@ -216,7 +216,7 @@ def _exit_on_term(signum: int, _frame: Any) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _exit_on_term)
-    parser = argparse.ArgumentParser(prog="python -m evaluation")
+    parser = argparse.ArgumentParser(prog="python -m tool_failure_guard.evaluation")
     configure(parser)
     args = parser.parse_args(argv)
     if args.command == "setup":

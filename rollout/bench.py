@@ -13,7 +13,7 @@ Prints numbers, asserts nothing about time (machines here are shared):
    with the exporter's schema), with its queries and result bytes.  Each measurement runs in its own
    process and reports its own peak RSS (``VmHWM``).
 
-Usage: ``python -m rollout.bench [--owners N] [--prompts N] [--skip-simulate]``.
+Usage: ``python -m tool_failure_guard.rollout.bench [--owners N] [--prompts N] [--skip-simulate]``.
 """
 
 from __future__ import annotations
@@ -200,7 +200,7 @@ def bench_analysis(prompts: int, *, clickhouse: bool = True) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m rollout.bench")
+    parser = argparse.ArgumentParser(prog="python -m tool_failure_guard.rollout.bench")
     parser.add_argument("--owners", type=int, default=2000)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--prompts", type=int, default=1_000_000)
