@@ -23,7 +23,7 @@ from tool_failure_guard.cli import main
 from tool_failure_guard.core import PromptCancelled
 from tool_failure_guard.integrations.pydantic_ai import ROUTE, RepeatedToolFailureCapability
 from tool_failure_guard.session.telemetry import sink as telemetry
-from tool_failure_guard.session.telemetry.sink import build_telemetry
+from tool_failure_guard.session.telemetry.build import build_telemetry
 
 
 class Missing(ToolFailed):
