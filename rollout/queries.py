@@ -32,7 +32,8 @@ EXAMPLES: Final = 5
 # -- the closed vocabulary of every field ------------------------------------------
 #: Formats (RE2, matched whole): ids, counts, booleans, error types.
 ID: Final = r"[A-Za-z0-9._:-]{1,128}"
-PROMPT_ID: Final = ID + r"########[0-9]{1,9}"
+#: The ACP session's ``<session id>########<n>``, or a framework adapter's run id (an ID).
+PROMPT_ID: Final = ID + r"(########[0-9]{1,9})?"
 COUNT: Final = r"[0-9]{1,12}"
 BOOLEAN: Final = r"true|false"
 ERROR_TYPE: Final = r"[a-z][a-z0-9_]{0,63}"

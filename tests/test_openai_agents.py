@@ -528,7 +528,7 @@ def test_the_agent_and_the_core_never_import_the_adapter() -> None:
 
     probe = (
         "import sys, tool_failure_guard, tool_failure_guard.core, tool_failure_guard.agent;"
-        "import session.agent;"
+        "import tool_failure_guard.session.transport.agent;"
         "bad = [m for m in sys.modules if m == 'agents' or m.startswith('agents.')"
         " or m.startswith('tool_failure_guard.integrations')];"
         "print(bad); sys.exit(1 if bad else 0)"

@@ -179,7 +179,7 @@ def test_a_quarter_gigabyte_of_output_keeps_memory_bounded() -> None:
     code = (
         "import asyncio, json, resource, tempfile\n"
         "from pathlib import Path\n"
-        "from session.tools import RunShellCommand, ToolContext\n"
+        "from tool_failure_guard.session.tools.builtin import RunShellCommand, ToolContext\n"
         "out = asyncio.run(RunShellCommand().run({'command': 'head -c 268435456 /dev/zero'},"
         " ToolContext(cwd=Path(tempfile.gettempdir()))))\n"
         "print(json.dumps({'len': len(out),"

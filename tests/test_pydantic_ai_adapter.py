@@ -335,10 +335,13 @@ def test_a_call_id_replayed_within_the_run_is_never_executed_again() -> None:
         executed.append(key)
         return "found"
 
-    same_id = [Reply(calls=(call("x1", "fetch", {"key": key}),)) for key in ("a", "b")]
+    # A replay is the same call sent again (same id, name and arguments); the same id for
+    # another call is a new call (the core's de-duplicator), executed.
+    same_id = [Reply(calls=(call("x1", "fetch", {"key": key}),)) for key in ("a", "a", "b")]
     ran = guarded_run([*same_id, Reply(text="Done.")], [fetch])
-    assert executed == ["a"]
-    assert [o.provider_duplicate for r in ran.receipts for o in r.observations] == [False, True]
+    assert executed == ["a", "b"]
+    observed = [o.provider_duplicate for r in ran.receipts for o in r.observations]
+    assert observed == [False, True, False]
 
 
 def test_shadow_sends_what_off_sends() -> None:
@@ -403,14 +406,14 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_nothing_but_the_adapter_imports_pydantic_ai() -> None:
     probe = (
-        "import json, sys; import tool_failure_guard, tool_failure_guard.cli, session.agent; "
+        "import json, sys; import tool_failure_guard, tool_failure_guard.cli, tool_failure_guard.session.transport.agent; "
         "print(json.dumps(sorted(sys.modules)))"
     )
     out = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=ROOT
     )
     loaded = json.loads(out.stdout)
-    assert "session.agent" in loaded
+    assert "tool_failure_guard.session.transport.agent" in loaded
     assert not [
         m for m in loaded if m.startswith(("pydantic_ai", "tool_failure_guard.integrations"))
     ]

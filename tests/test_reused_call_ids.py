@@ -110,3 +110,18 @@ def test_an_id_without_its_call_still_answers_every_call() -> None:
     dedup = CallIdDeduplicator(["x"])
     admission = dedup.admit([FunctionCall(call_id="x", name="anything", args={"k": 1})])
     assert admission.provider_duplicates == {"x"}
+
+
+def test_answering_a_replay_does_not_turn_its_id_into_any_call() -> None:
+    # A batch's answered calls include its replays; the replay's id must keep its
+    # fingerprints, or the next new call reusing the id would be taken for a replay.
+    dedup = CallIdDeduplicator()
+    first = FunctionCall(call_id="x1", name="fetch", args={"key": "a"})
+    admitted = dedup.admit([first])
+    assert not admitted.provider_duplicates
+    dedup.mark_answered(c.call_id for c in admitted.calls)
+    replay = dedup.admit([first])
+    assert replay.provider_duplicates == {"x1"}
+    dedup.mark_answered(c.call_id for c in replay.calls)
+    other = dedup.admit([FunctionCall(call_id="x1", name="fetch", args={"key": "b"})])
+    assert not other.provider_duplicates and other.reused_ids == {"x1"}

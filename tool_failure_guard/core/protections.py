@@ -136,8 +136,17 @@ class CallIdDeduplicator:
         return known is None or call_fingerprint(call.name, call.args) in known
 
     def mark_answered(self, call_ids: Iterable[str]) -> None:
+        """Remember the answered calls of a settled batch.
+
+        A replay in the batch was answered already and keeps the fingerprints it has
+        (marking it as "any call" would make every later reuse of its id a replay); an
+        id answered without being admitted here answers every call with that id.
+        """
         for call_id in call_ids:
-            self._remember(call_id, self._open.pop(call_id, None))
+            if call_id in self._open:
+                self._remember(call_id, self._open.pop(call_id))
+            elif call_id not in self._answered:
+                self._remember(call_id, None)
 
     def _new_call_id(self, taken: set[str]) -> str:
         """An id for a call the provider sent without one: deterministic, never answered."""
