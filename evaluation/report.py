@@ -351,6 +351,11 @@ def render(records: Sequence[Record], meta: Mapping[str, Any], *, plot_name: str
         "",
         "## Control tasks: false reminders and stops",
         "",
+        "A control task is one the model can finish with a few successful calls. The guard "
+        "only counts eligible failures of one key, so a (would-)reminder here means the "
+        "model itself went off and failed the same way 8 times (the records show which "
+        "calls); it is false only in the sense that the task did not call for it.",
+        "",
         *_controls(records),
         "",
         "## Offline replays of the same receipts",
