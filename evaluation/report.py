@@ -269,8 +269,8 @@ def summary(records: Sequence[Record]) -> list[str]:
             else "."
         ),
         f"- {cap} episodes ended at the per-prompt tool-call cap, {cap_controls} of them on "
-        "control tasks (repeated calls that did not fail the same way: not this guard's "
-        "business by design).",
+        "control tasks: the per-prompt cap (protection 4) ended them; this guard acts only "
+        "on calls failing the same way.",
     ]
     lines += [
         f"- {label} [re-stated rule] would have fired on {n} of {len(clean_controls)} "
