@@ -274,8 +274,8 @@ def summary(records: Sequence[Record]) -> list[str]:
             else "."
         ),
         f"- {cap} episodes ended at the per-prompt tool-call cap, {cap_controls} of them on "
-        "control tasks (repeated calls that did not fail the same way: not this guard's "
-        "business by design).",
+        "control tasks: the per-prompt cap (protection 4) ended them; this guard acts only "
+        "on calls failing the same way.",
     ]
     lines += [
         f"- {label} [re-stated rule] would have fired on {n} of {len(clean_controls)} "
@@ -355,6 +355,11 @@ def render(records: Sequence[Record], meta: Mapping[str, Any], *, plot_name: str
         *_follow_ups(records),
         "",
         "## Control tasks: false reminders and stops",
+        "",
+        "A control task is one the model can finish with a few successful calls. The guard "
+        "only counts eligible failures of one key, so a (would-)reminder here means the "
+        "model itself went off and failed the same way 8 times (the records show which "
+        "calls); it is false only in the sense that the task did not call for it.",
         "",
         *_controls(records),
         "",
