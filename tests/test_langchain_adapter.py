@@ -334,7 +334,8 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_nothing_but_the_adapter_imports_langchain() -> None:
     probe = (
         "import json, sys; import tool_failure_guard, tool_failure_guard.core, "
-        "tool_failure_guard.cli, tool_failure_guard.session.transport.agent; print(json.dumps(sorted(sys.modules)))"
+        "tool_failure_guard.cli, tool_failure_guard.session.transport.agent; "
+        "print(json.dumps(sorted(sys.modules)))"
     )
     out = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=ROOT
