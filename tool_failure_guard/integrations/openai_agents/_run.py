@@ -32,13 +32,13 @@ from tool_failure_guard.core import (
     PromptProtection,
     Stop,
 )
-from tool_failure_guard.guard import DecisionKind, GuardMode
+from tool_failure_guard.guard import GuardMode
+from tool_failure_guard.integrations import _telemetry
 from tool_failure_guard.integrations.openai_agents._outcomes import (
     interrupted as interrupted_call,
 )
 from tool_failure_guard.integrations.openai_agents._outcomes import replayed
 from tool_failure_guard.session.telemetry.sink import (
-    CallRecord,
     GuardTelemetry,
     NullTelemetry,
     OutcomeTelemetry,
@@ -272,48 +272,26 @@ class GuardedRun:
     # -- telemetry (after the action; never changes it) -------------------------------
 
     def _report(self, emit: Callable[[], None]) -> None:
-        try:
-            emit()
-        except Exception as error:  # a sink must never change a run
-            _log.warning("telemetry error ignored (%s)", type(error).__name__)
+        _telemetry.report(_log, emit)
 
     def _report_step(self, step: GuardStep) -> None:
-        if step.decision.kind is DecisionKind.NONE:
-            return
-        guard = self.protection.guard
-        self._report(
-            lambda: self.telemetry.guard_decision(
-                prompt_id=self.prompt_id,
-                mode=step.mode,
-                decision=step.decision,
-                guard=guard,
-                failure_count_before=step.failure_count_before,
-                batch_count_before=step.batch_count_before,
-                receipt=step.receipt,
-                batch_ordinal=step.batch_ordinal,
-                route=ROUTE,
-            )
+        _telemetry.report_step(
+            _log,
+            self.telemetry,
+            prompt_id=self.prompt_id,
+            protection=self.protection,
+            step=step,
+            route=ROUTE,
         )
 
     def _report_calls(self, batch: BatchSettlement) -> None:
-        sink = self.telemetry
-        if not isinstance(sink, OutcomeTelemetry):
-            return
-        ordinal = self.protection.batches
-        for index, (call, outcome) in enumerate(zip(batch.calls, batch.outcomes(), strict=True)):
-            if outcome is None:
-                continue
-            record = CallRecord(
-                prompt_id=self.prompt_id,
-                batch_ordinal=ordinal,
-                call_ordinal=index,
-                terminal_status=outcome.terminal_status,
-                execution_status=outcome.execution_status,
-                execution_error_type=outcome.execution_error_type,
-                tool_type=outcome.tool_type,
-                provider_duplicate=batch.is_provider_duplicate(call.call_id),
-            )
-            self._report(lambda record=record: sink.call_settled(record))  # type: ignore[misc]
+        _telemetry.report_calls(
+            _log,
+            self.telemetry,
+            prompt_id=self.prompt_id,
+            batch=batch,
+            batch_ordinal=self.protection.batches,
+        )
 
     def _count_usage(self, usage: Any) -> None:
         if usage is None:
