@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tool_failure_guard.bench import build_corpus, wire_lines
+from tool_failure_guard.bench_corpus import build_corpus, wire_lines
 from tool_failure_guard.cli import main
 from tool_failure_guard.guard import GuardMode, RepeatedToolFailureGuard
 from tool_failure_guard.replay import decision_record, parse_batch, replay
