@@ -9,7 +9,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from tool_failure_guard.core import BatchSettlement, GuardStep, PromptProtection
+from tool_failure_guard.core import (
+    Action,
+    BatchSettlement,
+    CallOutcome,
+    Continue,
+    GuardStep,
+    PromptProtection,
+    Stop,
+)
 from tool_failure_guard.guard import DecisionKind
 from tool_failure_guard.session.telemetry.sink import (
     CallRecord,
@@ -81,3 +89,43 @@ def report_calls(
             provider_duplicate=batch.is_provider_duplicate(call.call_id),
         )
         report(log, lambda record=record: sink.call_settled(record))  # type: ignore[misc]
+
+
+def report_settled(log: logging.Logger, telemetry: GuardTelemetry, outcome: CallOutcome) -> None:
+    """The execution-SLI counter of one settled call."""
+    report(
+        log,
+        lambda: telemetry.tool_call_settled(
+            terminal_status=outcome.terminal_status,
+            execution_status=outcome.execution_status,
+            tool_type=outcome.tool_type,
+        ),
+    )
+
+
+def report_batch(
+    log: logging.Logger,
+    telemetry: GuardTelemetry,
+    *,
+    prompt_id: str,
+    protection: PromptProtection,
+    batch: BatchSettlement,
+    action: Action,
+    route: str,
+) -> None:
+    """What one closed batch reports once the core answered it with ``action``.
+
+    The per-call records, the guard transition, and on the first stop of a loop
+    type the loop-detected event.  Called after the action is known: reporting
+    never takes part in deciding it.
+    """
+    report_calls(log, telemetry, prompt_id=prompt_id, batch=batch, batch_ordinal=protection.batches)
+    step = action.guard_step if isinstance(action, Continue | Stop) else None
+    if step is not None:
+        report_step(
+            log, telemetry, prompt_id=prompt_id, protection=protection, step=step, route=route
+        )
+    if isinstance(action, Stop) and action.first:
+        report(
+            log, lambda: telemetry.loop_detected(prompt_id=prompt_id, loop_type=action.loop_type)
+        )

@@ -108,7 +108,7 @@ def stop_of(state: Any) -> GuardStop | None:
 class RepeatedToolFailureMiddleware(AgentMiddleware[GuardState, Any]):
     """The repeated tool-failure guard for ``create_agent``: a fresh guard per run.
 
-    ``mode`` (a :class:`guard.GuardMode` or its name) is the embedding
+    ``mode`` (a :class:`~tool_failure_guard.guard.GuardMode` or its name) is the embedding
     application's explicit choice; without it the environment variable
     ``QWEN_CODE_ACP_REPEATED_TOOL_FAILURE_GUARD`` decides per run, default
     ``shadow``.  ``telemetry`` is the agent's own sink

@@ -28,7 +28,6 @@ from tool_failure_guard.core import (
     CallOutcome,
     Continue,
     FunctionCall,
-    GuardStep,
     PromptProtection,
     Stop,
 )
@@ -181,27 +180,22 @@ class GuardedRun:
             outcome = outcomes.get(call.call_id)
             if outcome is not None and batch.settle(outcome) is not None:
                 self.observed += 1
-                self._report(
-                    lambda o=outcome: self.telemetry.tool_call_settled(  # type: ignore[misc]
-                        terminal_status=o.terminal_status,
-                        execution_status=o.execution_status,
-                        tool_type=o.tool_type,
-                    )
-                )
+                _telemetry.report_settled(LOGGER, self.telemetry, outcome)
         action = self.protection.after_batch(batch)
-        self._report_calls(batch)
         step = action.guard_step if isinstance(action, Continue | Stop) else None
         if step is not None:
             self.decisions.append(step.decision.kind.value)
-            self._report_step(step)
         if isinstance(action, Stop):
             self.stop = GuardStop(loop_type=action.loop_type, notice=action.notice, mode=self.mode)
-            if action.first:
-                self._report(
-                    lambda: self.telemetry.loop_detected(
-                        prompt_id=self.run_id, loop_type=action.loop_type
-                    )
-                )
+        _telemetry.report_batch(
+            LOGGER,
+            self.telemetry,
+            prompt_id=self.run_id,
+            protection=self.protection,
+            batch=batch,
+            action=action,
+            route=ROUTE,
+        )
         return action
 
     def report(self) -> RunReport:
@@ -260,25 +254,6 @@ class GuardedRun:
 
     def _report(self, emit: Callable[[], None]) -> None:
         _telemetry.report(LOGGER, emit)
-
-    def _report_step(self, step: GuardStep) -> None:
-        _telemetry.report_step(
-            LOGGER,
-            self.telemetry,
-            prompt_id=self.run_id,
-            protection=self.protection,
-            step=step,
-            route=ROUTE,
-        )
-
-    def _report_calls(self, batch: BatchSettlement) -> None:
-        _telemetry.report_calls(
-            LOGGER,
-            self.telemetry,
-            prompt_id=self.run_id,
-            batch=batch,
-            batch_ordinal=self.protection.batches,
-        )
 
     def _count_usage(self, usage: Any) -> None:
         if not isinstance(usage, dict):

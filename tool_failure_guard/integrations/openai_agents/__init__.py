@@ -68,7 +68,7 @@ def _remember(result: RunResultBase, run: GuardedRun) -> None:
 class GuardedRunner:
     """``agents.Runner`` with the repeated tool-failure guard: one fresh guard per run.
 
-    ``mode`` (a :class:`guard.GuardMode` or its name) is the embedding
+    ``mode`` (a :class:`~tool_failure_guard.guard.GuardMode` or its name) is the embedding
     application's explicit choice; without it the environment variable
     ``QWEN_CODE_ACP_REPEATED_TOOL_FAILURE_GUARD`` decides, default ``shadow``.
     ``telemetry`` is the agent's own sink (``session.telemetry.OpenTelemetrySink``:

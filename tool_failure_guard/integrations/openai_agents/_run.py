@@ -28,7 +28,6 @@ from tool_failure_guard.core import (
     CallOutcome,
     Continue,
     FunctionCall,
-    GuardStep,
     PromptProtection,
     Stop,
 )
@@ -159,13 +158,7 @@ class GuardedRun:
         if batch.settle(outcome) is None:
             return  # a late duplicate: never counted
         self.observed += 1
-        self._report(
-            lambda: self.telemetry.tool_call_settled(
-                terminal_status=outcome.terminal_status,
-                execution_status=outcome.execution_status,
-                tool_type=outcome.tool_type,
-            )
-        )
+        _telemetry.report_settled(_log, self.telemetry, outcome)
 
     def pending(self) -> tuple[FunctionCall, ...]:
         """The open batch's calls whose outcome has not been seen."""
@@ -178,22 +171,23 @@ class GuardedRun:
             return None
         self._batch, self._calls = None, {}
         action = self.protection.after_batch(batch, cancelled=cancelled)
-        self._report_calls(batch)
         step = action.guard_step if isinstance(action, Continue | Stop) else None
         if step is not None:
             self.decisions.append(step.decision.kind.value)
-            self._report_step(step)
         if isinstance(action, Continue) and action.system_texts:
             anchors = frozenset(call.call_id for call in batch.calls)
             self._reminders.extend(_Reminder(anchors, text) for text in action.system_texts)
         if isinstance(action, Stop):
             self.stop = GuardStop(loop_type=action.loop_type, notice=action.notice, mode=self.mode)
-            if action.first:
-                self._report(
-                    lambda: self.telemetry.loop_detected(
-                        prompt_id=self.prompt_id, loop_type=action.loop_type
-                    )
-                )
+        _telemetry.report_batch(
+            _log,
+            self.telemetry,
+            prompt_id=self.prompt_id,
+            protection=self.protection,
+            batch=batch,
+            action=action,
+            route=ROUTE,
+        )
         return action
 
     def model_input(self, items: list[Any]) -> list[Any]:
@@ -273,25 +267,6 @@ class GuardedRun:
 
     def _report(self, emit: Callable[[], None]) -> None:
         _telemetry.report(_log, emit)
-
-    def _report_step(self, step: GuardStep) -> None:
-        _telemetry.report_step(
-            _log,
-            self.telemetry,
-            prompt_id=self.prompt_id,
-            protection=self.protection,
-            step=step,
-            route=ROUTE,
-        )
-
-    def _report_calls(self, batch: BatchSettlement) -> None:
-        _telemetry.report_calls(
-            _log,
-            self.telemetry,
-            prompt_id=self.prompt_id,
-            batch=batch,
-            batch_ordinal=self.protection.batches,
-        )
 
     def _count_usage(self, usage: Any) -> None:
         if usage is None:

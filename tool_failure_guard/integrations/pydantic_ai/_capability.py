@@ -72,7 +72,8 @@ STOP_MODEL_NAME = "tool-failure-guard"
 class RepeatedToolFailureCapability(AbstractCapability[Any]):
     """Repeated tool-call protection for one agent: a fresh guard for every run.
 
-    ``mode``: ``off``/``shadow``/``warn``/``enforce`` (a :class:`guard.GuardMode`
+    ``mode``: ``off``/``shadow``/``warn``/``enforce`` (a
+    :class:`~tool_failure_guard.guard.GuardMode`
     or its name); None reads ``QWEN_CODE_ACP_REPEATED_TOOL_FAILURE_GUARD`` once,
     here, with the agent's default ``shadow``.  ``telemetry``: a sink of the
     agent's (``session.telemetry_build.build_telemetry``); records carry ``route``

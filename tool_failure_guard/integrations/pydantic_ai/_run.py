@@ -216,13 +216,7 @@ class GuardedRun:
         outcomes = settlement.outcomes()
         self.tool_calls += len(settlement.admission.executable)
         self.calls_settled += sum(1 for outcome in outcomes if outcome is not None)
-        self.report.batch(
-            self.protection.batches,
-            action,
-            outcomes,
-            settlement.admission.provider_duplicates,
-            self.protection.guard,
-        )
+        self.report.batch(self.protection, settlement, action)
         if isinstance(action, Stop):
             self.stop = action
         if self._on_batch is not None:
