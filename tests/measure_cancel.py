@@ -35,6 +35,7 @@ async def measure(fake: FakeOpenAI, root: Path, rounds: int) -> list[float]:
         mode="enforce",
         state_dir=root / "state",
         home=root / "home",
+        scenario=None,
         extra_args=args,
         extra_env=env,
     ) as conn:

@@ -18,7 +18,8 @@ import attrs
 from acp import text_block
 from openai_server import Answer, FakeOpenAI, Responder, ScenarioResponder, serve
 
-from tool_failure_guard.session.persistence.history import HistoryStore, Message
+from tool_failure_guard.session.persistence.history import HistoryStore
+from tool_failure_guard.session.persistence.messages import Message
 from tool_failure_guard.session.transport.client import RecordingClient, spawn_guarded_agent
 
 PROVIDERS = ("scripted", "openai")
@@ -81,7 +82,7 @@ def run_agent(
                 mode=mode,
                 state_dir=state,
                 home=home,
-                scenario=str(scenario_path),
+                scenario=None if provider == "openai" else str(scenario_path),
                 extra_args=args,
                 extra_env=env,
                 stderr=stderr,

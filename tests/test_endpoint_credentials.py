@@ -100,6 +100,7 @@ def _prompt_once(
                 mode="shadow",
                 state_dir=root / "state",
                 home=home,
+                scenario=None,
                 extra_args=[
                     "--model",
                     "openai:test-model",

@@ -221,7 +221,13 @@ def test_cancel_mid_stream_closes_the_connection_and_ends_cancelled(tmp_path: Pa
     async def go(fake: FakeOpenAI) -> tuple[Any, Any, int]:
         args, env = openai_args(fake)
         async with spawn_guarded_agent(
-            client, mode="enforce", state_dir=state, home=home, extra_args=args, extra_env=env
+            client,
+            mode="enforce",
+            state_dir=state,
+            home=home,
+            scenario=None,
+            extra_args=args,
+            extra_env=env,
         ) as conn:
             session = await conn.new_session(cwd=str(project), mcp_servers=[])
             sid = session.session_id
@@ -285,6 +291,7 @@ def test_missing_api_key_is_a_clear_error(tmp_path: Path) -> None:
                 mode="warn",
                 state_dir=tmp_path / "state",
                 home=tmp_path,
+                scenario=None,
                 extra_args=args,
                 extra_env=env,
             ) as conn:
@@ -321,6 +328,7 @@ def test_a_home_env_file_sets_the_endpoint_a_project_env_file_neither_it_nor_the
                 mode=None,
                 state_dir=tmp_path / "state",
                 home=tmp_path,
+                scenario=None,
                 extra_args=["--model", "openai:test-model"],
             ) as conn:
                 session = await conn.new_session(cwd=str(project), mcp_servers=[])

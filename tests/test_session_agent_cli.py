@@ -56,6 +56,10 @@ def test_stdin_from_dev_null_is_refused_instead_of_hanging() -> None:
         (["--model", "openai:m", "--temperature", "nan"], "--temperature must be between 0 and 2"),
         (["--model", "openai:m", "--max-tokens", "0"], "--max-tokens must be at least 1"),
         (
+            ["--model", "openai:m", "--scenario", "read-loop"],
+            "--scenario plays the scripted model; it cannot be combined with --model",
+        ),
+        (
             ["--model", "openai:m", "--system-prompt-file", "/nonexistent/prompt.txt"],
             "bad system prompt: /nonexistent/prompt.txt: cannot read",
         ),

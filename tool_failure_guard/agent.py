@@ -61,9 +61,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--scenario",
-        default=DEFAULT_SCENARIO,
+        default=None,
         metavar="NAME|FILE",
-        help=f"built-in scenario name or scenario JSON file (default: {DEFAULT_SCENARIO})",
+        help="the scripted model's built-in scenario name or scenario JSON file (default: "
+        f"{DEFAULT_SCENARIO}; not with --model openai:NAME)",
     )
     parser.add_argument(
         "--telemetry",
@@ -173,14 +174,21 @@ def run(args: argparse.Namespace) -> int:
     )
     install_redaction()  # credentials in a URL never reach a log line
     try:
-        scenario = load_scenario(args.scenario)
-    except ScenarioError as exc:
-        print(f"tool-failure-guard agent: bad scenario: {exc}", file=sys.stderr)
-        return 2
-    try:
         model_name = parse_model_option(args.model)
     except ValueError as exc:
         print(f"tool-failure-guard agent: {exc}", file=sys.stderr)
+        return 2
+    if model_name is not None and args.scenario is not None:
+        print(
+            "tool-failure-guard agent: --scenario plays the scripted model; it cannot be "
+            "combined with --model openai:NAME",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        scenario = load_scenario(args.scenario or DEFAULT_SCENARIO)
+    except ScenarioError as exc:
+        print(f"tool-failure-guard agent: bad scenario: {exc}", file=sys.stderr)
         return 2
     if args.model_max_retries < 0:
         print("tool-failure-guard agent: --model-max-retries must be 0 or more", file=sys.stderr)

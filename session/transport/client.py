@@ -199,12 +199,15 @@ async def spawn_guarded_agent(
     mode: str | None,
     state_dir: Path,
     home: Path,
-    scenario: str = "read-loop",
+    scenario: str | None = "read-loop",
     extra_args: Sequence[str] = (),
     extra_env: Mapping[str, str] | None = None,
     stderr: Any = None,
 ) -> AsyncIterator[Any]:
     """Spawn the agent, initialize it, and yield the client-side connection.
+
+    ``scenario`` is the scripted model's; None for an agent given ``--model
+    openai:NAME`` in ``extra_args`` (the agent refuses both at once).
 
     ``stderr`` is where the agent's stderr goes: None inherits ours (never a pipe
     nobody reads: an agent that logs a lot would block on it).
@@ -229,7 +232,7 @@ async def spawn_guarded_agent_process(
     mode: str | None,
     state_dir: Path,
     home: Path,
-    scenario: str = "read-loop",
+    scenario: str | None = "read-loop",
     extra_args: Sequence[str] = (),
     extra_env: Mapping[str, str] | None = None,
     stderr: Any = None,
@@ -239,8 +242,7 @@ async def spawn_guarded_agent_process(
         "-m",
         "tool_failure_guard",
         "agent",
-        "--scenario",
-        scenario,
+        *(("--scenario", scenario) if scenario is not None else ()),
         "--state-dir",
         str(state_dir),
         "--report-decisions",

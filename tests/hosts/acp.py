@@ -1,8 +1,8 @@
 """The ACP session as a host: the real agent (``--model openai:test-model``) over ACP stdio.
 
 The agent runs as a subprocess with its working directory's project as the
-workspace; a :class:`session.client.RecordingClient` plays the ACP client:
-it cancels every ``write_file`` permission request (``cancel_call``) and sends
+workspace; a :class:`~tool_failure_guard.session.transport.client.RecordingClient` plays the ACP
+client: it cancels every ``write_file`` permission request (``cancel_call``) and sends
 ``session/cancel`` once a ``run_shell_command`` call is in progress (``cancel_run``).  Decisions
 come from ``--report-decisions``; kept results from the persisted history.
 """
@@ -10,7 +10,6 @@ come from ``--report-decisions``; kept results from the persisted history.
 from __future__ import annotations
 
 import asyncio
-import json
 from pathlib import Path
 from typing import Any
 
@@ -62,8 +61,6 @@ class AcpDriver:
     ) -> HostOutcome:
         home, state = scratch / "home", scratch / "state"
         home.mkdir(exist_ok=True)
-        scenario_path = scratch / "scenario.json"
-        scenario_path.write_text(json.dumps({"turns": []}), encoding="utf-8")
         client = CancellingClient()
 
         async def go() -> tuple[object, str]:
@@ -73,7 +70,7 @@ class AcpDriver:
                     mode=mode.value,
                     state_dir=state,
                     home=home,
-                    scenario=str(scenario_path),
+                    scenario=None,
                     extra_args=["--model", f"openai:{MODEL_NAME}", "--model-max-retries", "0"],
                     extra_env={"OPENAI_BASE_URL": base_url, "OPENAI_API_KEY": API_KEY},
                     stderr=stderr,
