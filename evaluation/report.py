@@ -13,204 +13,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from tool_failure_guard.evaluation import stats
-from tool_failure_guard.evaluation.replays import (
-    PEER_RULES,
-    per_key_guard,
-    shipped_decisions,
-    shipped_guard,
-)
+from tool_failure_guard.evaluation import sections, stats
+from tool_failure_guard.evaluation.replays import PEER_RULES
 from tool_failure_guard.evaluation.tasks import TASKS
 
-ARM_ORDER = ("off", "shadow", "warn", "enforce")
-KIND_ORDER = ("failure", "control")
 Record = Mapping[str, Any]
-#: Recorded telemetry decision labels -> the guard's decision kinds.
-LABEL_TO_KIND = {"warned": "warn", "stopped": "stop"}
-
-
-def _arms(records: Sequence[Record]) -> list[str]:
-    present = {r["arm"] for r in records}
-    return [a for a in ARM_ORDER if a in present]
-
-
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return lines
-
-
-def _meta_section(meta: Mapping[str, Any], records: Sequence[Record]) -> list[str]:
-    rows = [
-        ("model", str(meta.get("model", "?"))),
-        ("weights", str(meta.get("weights", "?"))),
-        ("server", str(meta.get("server_version", "?"))),
-        ("server threads", str(meta.get("server_threads", "–"))),
-        ("hardware", str(meta.get("hardware", "?"))),
-        ("date (UTC)", str(meta.get("date", "?"))),
-        ("sampling", str(meta.get("sampling", "?"))),
-        ("per-prompt tool-call cap", str(meta.get("tool_call_cap", "?"))),
-        ("seeds", str(meta.get("seeds", "?"))),
-        ("episodes", str(len(records))),
-        ("measured run time", str(meta.get("run_time", "?"))),
-    ]
-    setup = meta.get("setup_measured") or {}
-    rows += [(f"set-up: {step}", str(spent)) for step, spent in sorted(setup.items())]
-    return _table(("", "value"), rows)
-
-
-def _per_arm_kind(records: Sequence[Record]) -> list[str]:
-    groups = stats.group(records, "arm", "kind")
-    rows = []
-    for arm in _arms(records):
-        for kind in KIND_ORDER:
-            chosen = groups.get((arm, kind), [])
-            if not chosen:
-                continue
-            cells = [
-                stats.fmt_interval(stats.median_interval(stats.values(chosen, key)))
-                for key in stats.METRICS.values()
-            ]
-            ok = sum(bool(r["success"]) for r in chosen)
-            rows.append([arm, kind, str(len(chosen)), *cells, stats.share(ok, len(chosen))])
-    return _table(("arm", "tasks", "n", *stats.METRICS, "success"), rows)
-
-
-def _per_task(records: Sequence[Record]) -> list[str]:
-    arms = _arms(records)
-    groups = stats.group(records, "task", "arm")
-    rows = []
-    for task in TASKS:
-        cells = []
-        for arm in arms:
-            chosen = groups.get((task.name, arm), [])
-            if not chosen:
-                cells.append("–")
-                continue
-            calls = stats.values(chosen, "tool_calls")
-            ok = sum(bool(r["success"]) for r in chosen)
-            mid = stats.fmt(statistics.median(calls)) if calls else "–"
-            cells.append(f"{mid} calls, {stats.share(ok, len(chosen))} ok")
-        if any(c != "–" for c in cells):
-            rows.append([task.name, task.kind, *cells])
-    return _table(("task", "kind", *arms), rows)
-
-
-def _endings(records: Sequence[Record]) -> list[str]:
-    labels = sorted({stats.stop_label(r) for r in records})
-    groups = stats.group(records, "arm")
-    rows = []
-    for arm in _arms(records):
-        chosen = groups[(arm,)]
-        rows.append([arm, *(str(sum(stats.stop_label(r) == lb for r in chosen)) for lb in labels)])
-    return _table(("arm", *labels), rows)
-
-
-def _follow_ups(records: Sequence[Record]) -> list[str]:
-    outcomes = ("no_tool_calls", "another_tool", "another_key", "repeated")
-    rows = []
-    for arm in ("shadow", "warn", "enforce"):
-        chosen = [r for r in records if r["arm"] == arm]
-        if not chosen:
-            continue
-        counts = stats.follow_up_counts(chosen)
-        total = sum(counts.values())
-        changed = total - counts.get("repeated", 0)
-        rows.append(
-            [
-                arm + (" (none sent: baseline)" if arm == "shadow" else ""),
-                str(total),
-                *(str(counts.get(o, 0)) for o in outcomes),
-                stats.share(changed, total),
-            ]
-        )
-    return _table(("arm", "reminders (shadow: would-be)", *outcomes, "changed course"), rows)
-
-
-def _controls(records: Sequence[Record]) -> list[str]:
-    rows = []
-    for arm in _arms(records):
-        chosen = [r for r in records if r["arm"] == arm and r["kind"] == "control"]
-        if not chosen:
-            continue
-        remind = sum(r["would_remind"] > 0 for r in chosen)
-        stop = sum(r["would_stop"] > 0 for r in chosen)
-        guard_stop = sum(r.get("loop_type") == "repeated_tool_execution_failure" for r in chosen)
-        rows.append([arm, str(len(chosen)), str(remind), str(stop), str(guard_stop)])
-    return _table(
-        (
-            "arm",
-            "control episodes",
-            "with a (would-)reminder",
-            "with a (would-)stop",
-            "stopped by the guard",
-        ),
-        rows,
-    )
-
-
-def _fired(values: Sequence[int | None]) -> str:
-    hits = [v for v in values if v is not None]
-    if not hits:
-        return f"0/{len(values)}"
-    summary = stats.median_interval([float(v) for v in hits])
-    assert summary is not None
-    return f"{len(hits)}/{len(values)} (median call {stats.fmt(summary[0])})"
-
-
-def _replays(records: Sequence[Record]) -> list[str]:
-    clean = [r for r in records if r["arm"] in ("off", "shadow")]
-    rules: dict[str, Any] = {
-        "shipped guard: reminder": lambda b: shipped_guard(b)[0],
-        "shipped guard: stop": lambda b: shipped_guard(b)[1],
-        "what-if one streak per key: reminder": lambda b: per_key_guard(b)[0],
-        "what-if one streak per key: stop": lambda b: per_key_guard(b)[1],
-        **{f"{label} [re-stated rule]": rule for label, rule in PEER_RULES.items()},
-    }
-    kinds = [k for k in KIND_ORDER if any(r["kind"] == k for r in clean)]
-    rows = []
-    for label, rule in rules.items():
-        cells = [_fired([rule(r["batches"]) for r in clean if r["kind"] == k]) for k in kinds]
-        rows.append([label, *cells])
-    return _table(("rule (fires at)", *(f"{k} episodes" for k in kinds)), rows)
-
-
-def _per_task_whatif(records: Sequence[Record]) -> list[str]:
-    clean = [r for r in records if r["arm"] in ("off", "shadow") and r["kind"] == "failure"]
-    rows = []
-    for task in TASKS:
-        chosen = [r for r in clean if r["task"] == task.name]
-        if not chosen:
-            continue
-        shipped = [shipped_guard(r["batches"]) for r in chosen]
-        variant = [per_key_guard(r["batches"]) for r in chosen]
-        earlier = sum(
-            v[0] is not None and (s[0] is None or v[0] < s[0])
-            for s, v in zip(shipped, variant, strict=True)
-        )
-        rows.append(
-            [
-                task.name,
-                str(len(chosen)),
-                _fired([s[0] for s in shipped]),
-                _fired([v[0] for v in variant]),
-                str(earlier),
-            ]
-        )
-    return _table(
-        ("task", "episodes", "shipped: reminder", "per key: reminder", "per key earlier"), rows
-    )
-
-
-def replay_agreement(records: Sequence[Record]) -> tuple[int, int]:
-    """(episodes whose offline shipped-guard decisions equal the recorded ones, guarded total)."""
-    guarded = [r for r in records if r["arm"] != "off"]
-    agree = 0
-    for record in guarded:
-        offline = shipped_decisions(record["batches"], record["arm"])
-        recorded = [LABEL_TO_KIND.get(d, d) for d in record["decisions"]]
-        agree += offline == recorded
-    return agree, len(guarded)
 
 
 HOW_TO_RUN = """\
@@ -235,14 +42,18 @@ OpenAI-compatible server)."""
 def scale_note(meta: Mapping[str, Any], records: Sequence[Record]) -> str:
     cells = stats.group(records, "task", "arm")
     smallest = min((len(v) for v in cells.values()), default=0)
+    same, pairs = sections.first_batch_agreement(records)
     return (
         f"{len(records)} episodes: {len(cells)} task × arm cells of {smallest} or more "
         f"seeds each, one {meta.get('model', '?')} model on {meta.get('hardware', '?')}. "
         "With so few episodes per cell the intervals are wide and overlap; a difference "
         "between arms is evidence only where the intervals separate, and per-task "
-        "numbers are anecdotes. The seeds are shared across arms, so an arm's first "
-        "turns are the same sampling as the other arms' until a reminder or stop makes "
-        "them differ. A small quantised model loops readily and reasons weakly; a "
+        "numbers are anecdotes. The seeds are shared across arms, but the server's "
+        "sampling is not reproducible from run to run: off and shadow send the same "
+        f"requests, yet their first batches agree in {same} of {pairs} task × seed pairs "
+        "(llama-server's reuse of cached prompt state changes the numerics), so arms are "
+        "compared as samples, not episode by episode. A small quantised model loops "
+        "readily and reasons weakly; a "
         "stronger model may repeat failures less and heed reminders more. The peer "
         "rules are re-statements of documented rules, not those tools' code, and the "
         "replays assume the same calls would have been made without a reminder."
@@ -277,6 +88,25 @@ def summary(records: Sequence[Record]) -> list[str]:
         "control tasks: the per-prompt cap (protection 4) ended them; this guard acts only "
         "on calls failing the same way.",
     ]
+    reached = {
+        arm: [
+            float(sections.calls_after_reminder(r) or 0)
+            for r in records
+            if r["arm"] == arm and sections.reminder_index(r) is not None
+        ]
+        for arm in ("shadow", "warn", "enforce")
+    }
+    if any(reached.values()):
+        lines.append(
+            "- From the (would-be) reminder on, the model made a median of "
+            + ", ".join(
+                f"{stats.fmt(statistics.median(v))} further calls in {arm} "
+                f"({len(v)} episodes{', nothing sent' if arm == 'shadow' else ''})"
+                for arm, v in reached.items()
+                if v
+            )
+            + "."
+        )
     lines += [
         f"- {label} [re-stated rule] would have fired on {n} of {len(clean_controls)} "
         "off/shadow control episodes."
@@ -286,7 +116,7 @@ def summary(records: Sequence[Record]) -> list[str]:
 
 
 def render(records: Sequence[Record], meta: Mapping[str, Any], *, plot_name: str) -> str:
-    agree, guarded = replay_agreement(records)
+    agree, guarded = sections.replay_agreement(records)
     out = [
         "# Evaluation on a real model",
         "",
@@ -307,7 +137,7 @@ def render(records: Sequence[Record], meta: Mapping[str, Any], *, plot_name: str
         "",
         "## Run",
         "",
-        *_meta_section(meta, records),
+        *sections.meta_table(meta, records),
         "",
         "## Summary",
         "",
@@ -319,7 +149,7 @@ def render(records: Sequence[Record], meta: Mapping[str, Any], *, plot_name: str
         "",
         "## Tasks",
         "",
-        *_table(
+        *sections.table(
             ("task", "kind", "provokes", "prompt"),
             [[t.name, t.kind, t.provokes or "–", t.prompt.replace("|", "\\|")] for t in TASKS],
         ),
@@ -331,19 +161,29 @@ def render(records: Sequence[Record], meta: Mapping[str, Any], *, plot_name: str
         "the summed `usage` of every request (prompt tokens include the re-sent prefix). "
         "Wall time is the agent's own per-prompt wall time.",
         "",
-        *_per_arm_kind(records),
+        *sections.per_arm_kind(records),
         "",
         f"![tool calls per episode by arm]({plot_name})",
         "",
         "Per task (median tool calls, checker successes):",
         "",
-        *_per_task(records),
+        *sections.per_task(records),
+        "",
+        "## How this model uses its tools",
+        "",
+        "Over every arm (the guard cannot change a first turn). A reply that is a tool call "
+        "written as text (a JSON object naming a tool, outside the fenced block the chat "
+        "template asks for) is not parsed by the server as a call, so the episode ends "
+        "with that text; an identical call repeated within one batch is the model "
+        "degenerating into repetition until `max_tokens`.",
+        "",
+        *sections.model_behaviour(records),
         "",
         "## How episodes ended",
         "",
         "The loop type when a protection stopped the prompt, else the ACP stop reason.",
         "",
-        *_endings(records),
+        *sections.endings(records),
         "",
         "## After a reminder: did the model change course?",
         "",
@@ -352,7 +192,18 @@ def render(records: Sequence[Record], meta: Mapping[str, Any], *, plot_name: str
         "with the reminded error), or `repeated`. The shadow row is the baseline: the same "
         "point in shadow episodes, where the reminder was only counted, not sent.",
         "",
-        *_follow_ups(records),
+        *sections.follow_ups(records),
+        "",
+        "## From the reminder on: what the guard saves",
+        "",
+        "The episodes in which the guard reminded (warn, enforce) or would have reminded "
+        "(shadow), and the tool calls the model made after that batch. In shadow nothing "
+        "was sent, so its row is what the model does on its own from that point; warn "
+        "shows what the reminder alone changes, enforce what the reminder and the stop "
+        "change. The arms share seeds but not necessarily the same episodes: an arm's "
+        "sampling diverges from another's once their requests differ.",
+        "",
+        *sections.after_reminder(records),
         "",
         "## Control tasks: false reminders and stops",
         "",
@@ -361,7 +212,7 @@ def render(records: Sequence[Record], meta: Mapping[str, Any], *, plot_name: str
         "model itself went off and failed the same way 8 times (the records show which "
         "calls); it is false only in the sense that the task did not call for it.",
         "",
-        *_controls(records),
+        *sections.controls(records),
         "",
         "## Offline replays of the same receipts",
         "",
@@ -374,11 +225,11 @@ def render(records: Sequence[Record], meta: Mapping[str, Any], *, plot_name: str
         "guard has one active candidate, as the specification says); it is computed "
         "offline with the shipped guard per key, and the shipped behaviour does not change.",
         "",
-        *_replays(records),
+        *sections.replays(records),
         "",
         "What-if per failure task (reminder only):",
         "",
-        *_per_task_whatif(records),
+        *sections.per_task_whatif(records),
         "",
         f"Replay check: on {agree} of {guarded} guarded episodes the shipped guard, replayed "
         "offline over the recorded receipts, gives exactly the recorded decisions.",
@@ -397,9 +248,9 @@ def plot(records: Sequence[Record], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    arms = _arms(records)
+    arms = sections.arms_of(records)
     figure, axes = plt.subplots(1, 2, figsize=(9, 3.6), sharey=True)
-    for axis, kind in zip(axes, KIND_ORDER, strict=True):
+    for axis, kind in zip(axes, sections.KIND_ORDER, strict=True):
         data = [
             stats.values([r for r in records if r["arm"] == a and r["kind"] == kind], "tool_calls")
             for a in arms

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from openai_server import Answer, FakeOpenAI, Reply, call, serve
 
-from tool_failure_guard.evaluation import report, setup_model
+from tool_failure_guard.evaluation import report, sections, setup_model
 from tool_failure_guard.evaluation.records import follow_up, read_records
 from tool_failure_guard.evaluation.replays import PEER_RULES, per_key_guard, shipped_guard
 from tool_failure_guard.evaluation.run import (
@@ -151,7 +151,19 @@ def test_the_report_numbers_are_recomputed_from_the_saved_records(
     assert _row(text, "shadow (none sent: baseline)", "1", "0", "0", "0", "1", "0/1")
     assert _row(text, "warn", "1", "0", "1", "0", "0", "1/1")
     assert _row(text, "enforce", "1", "0", "1", "0", "0", "1/1")
-    agree, total = report.replay_agreement(records)
+    # from the (would-be) reminder on: the calls after that batch, one call per batch here
+    for arm in ("shadow", "warn", "enforce"):
+        (episode,) = [r for r in records if r["arm"] == arm and r["task"] == "missing-config"]
+        reminded_at = next(i for i, d in enumerate(episode["decisions"]) if "warn" in d)
+        after = episode["tool_calls"] - (reminded_at + 1)
+        assert sections.calls_after_reminder(episode) == after
+        label = "shadow (nothing sent: baseline)" if arm == "shadow" else arm
+        assert _row(text, label, "1", f"{after:.0f} [{after:.0f}, {after:.0f}]", f"{after:.0f}")
+    # the shadow model went on without a reminder; warn and enforce made fewer calls after it
+    shadow_after = sections.calls_after_reminder(records_by_arm(records, "shadow"))
+    for arm in ("warn", "enforce"):
+        assert sections.calls_after_reminder(records_by_arm(records, arm)) < shadow_after
+    agree, total = sections.replay_agreement(records)
     assert (agree, total) == (6, 6)
     assert f"on {agree} of {total} guarded episodes" in text
     assert (
@@ -160,6 +172,11 @@ def test_the_report_numbers_are_recomputed_from_the_saved_records(
         )
         == text
     )
+
+
+def records_by_arm(records: list[dict[str, Any]], arm: str) -> dict[str, Any]:
+    (episode,) = [r for r in records if r["arm"] == arm and r["task"] == "missing-config"]
+    return episode
 
 
 def test_the_committed_report_is_what_the_committed_records_give() -> None:
@@ -220,6 +237,45 @@ def test_peer_rules_fire_on_identical_calls_and_repeated_error_text() -> None:
         3,
         None,
     ]
+
+
+def _episode(arm: str, kind: str, batches: list[dict[str, Any]], **fields: Any) -> dict[str, Any]:
+    return {
+        "arm": arm,
+        "kind": kind,
+        "task": "t",
+        "seed": 1,
+        "batches": batches,
+        "tool_calls": sum(len(b["calls"]) for b in batches),
+        "decisions": ["none"] * len(batches),
+        "final_text": "",
+        **fields,
+    }
+
+
+def test_model_behaviour_counts_calls_written_as_text_and_repeats_within_a_batch() -> None:
+    as_text = _episode(
+        "off", "failure", [], final_text='```\n{"name": "read_file", "arguments": {}}'
+    )
+    repeats = _episode("shadow", "failure", [_batch(READ_FAIL, READ_FAIL), _batch(CAT_FAIL)])
+    varied = _episode("off", "control", [_batch(READ_FAIL, CAT_FAIL)], final_text="done")
+    table = "\n".join(sections.model_behaviour([as_text, repeats, varied]))
+    assert _row(table, "failure", "2", "1/2", "1/2", "1/2", "1.5", "2")
+    assert _row(table, "control", "1", "0/1", "0/1", "0/1", "2", "2")
+
+
+def test_first_batch_agreement_pairs_off_with_shadow_per_task_and_seed() -> None:
+    same = [_episode(arm, "failure", [_batch(READ_FAIL)]) for arm in ("off", "shadow")]
+    differ = [
+        _episode("off", "failure", [_batch(READ_FAIL)], seed=2),
+        _episode("shadow", "failure", [_batch(CAT_FAIL)], seed=2),
+    ]
+    unpaired = [_episode("off", "failure", [_batch(READ_FAIL)], seed=3)]
+    assert sections.first_batch_agreement([*same, *differ, *unpaired]) == (1, 2)
+    warned = _episode("warn", "failure", [_batch(READ_FAIL)] * 3)
+    warned["decisions"] = ["tracked", "warned", "stopped"]
+    assert sections.reminder_index(warned) == 1 and sections.calls_after_reminder(warned) == 1
+    assert sections.after_reminder([same[0]]) == ["No episode reached the (would-be) reminder."]
 
 
 def test_follow_up_names_what_the_next_batch_did() -> None:
