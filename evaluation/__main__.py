@@ -1,4 +1,4 @@
-"""``python -m tool_failure_guard.evaluation``: see :mod:`evaluation.run`."""
+"""``python -m tool_failure_guard.evaluation``: see :mod:`~tool_failure_guard.evaluation.run`."""
 
 import sys
 

@@ -1,11 +1,13 @@
 """One episode: one task, one arm, one seed, through the real path.
 
-The project's own ACP client (:mod:`session.client`) spawns ``python -m
+The project's own ACP client (:mod:`~tool_failure_guard.session.transport.client`) spawns ``python
+-m
 tool_failure_guard agent --model openai:<name> --telemetry file:PATH`` over
 stdio, opens a session in the task's throwaway workspace (with the
 evaluation's MCP server when the task needs it) and sends the one prompt.  The
 agent talks to the endpoint through the official ``openai`` SDK.  When the
-agent has exited (its telemetry flushed), :func:`evaluation.records.episode_record`
+agent has exited (its telemetry flushed),
+:func:`~tool_failure_guard.evaluation.records.episode_record`
 reads the agent's own telemetry and history into the episode's record.
 """
 
@@ -130,6 +132,7 @@ async def _drive(
             mode=arm,
             state_dir=state,
             home=home,
+            scenario=None,
             extra_args=args,
             extra_env=env,
             stderr=stderr,

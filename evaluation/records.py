@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from tool_failure_guard.evaluation.tasks import Task
-from tool_failure_guard.session.persistence.history import HistoryStore, Message
+from tool_failure_guard.session.persistence.history import HistoryStore
+from tool_failure_guard.session.persistence.messages import Message
 
 #: Characters of arguments and of error text kept per call (Goose compares 100).
 ARGS_CHARS = 200

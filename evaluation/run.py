@@ -1,6 +1,6 @@
 """``python -m tool_failure_guard.evaluation``: set up, run the episodes, write the report.
 
-``setup``   the cached local model and server (:mod:`evaluation.setup_model`);
+``setup``   the cached local model and server (:mod:`~tool_failure_guard.evaluation.setup_model`);
 ``run``     every task x arm x seed against the endpoint, then the report;
 ``report``  the report again from saved records.
 

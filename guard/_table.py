@@ -3,7 +3,7 @@
 The python-statemachine engine costs about a millisecond per prompt (see
 ``docs/performance.md``), so the runtime never instantiates it.  Instead this
 module reads the declared transitions of
-:class:`statecharts.RepeatedToolFailureChart` -- sources, targets, condition
+:class:`~tool_failure_guard.statecharts.RepeatedToolFailureChart` -- sources, targets, condition
 expressions and action names, in declaration order -- and evaluates them once
 for every combination of the five facts.  The result is a plain table:
 

@@ -1,7 +1,7 @@
 """The same guard, with the python-statemachine engine choosing each transition.
 
 This twin exists for the model checks and the benchmark, never for sessions:
-it instantiates :class:`statecharts.RepeatedToolFailureChart` per guard and
+it instantiates :class:`~tool_failure_guard.statecharts.RepeatedToolFailureChart` per guard and
 sends it one ``settle`` event per batch, which costs about a thousand times
 more than the derived table.  Everything except the choice of transition --
 classification, facts, actions, decisions -- is the runtime's own code, so a

@@ -1,9 +1,9 @@
 """``rollout check`` (Phase 1/2): invariants, volumes and rates per cohort, days covered.
 
-Every function takes an :class:`rollout.engine.Engine` and reads only
+Every function takes an :class:`~tool_failure_guard.rollout.engine.Engine` and reads only
 aggregates from it: per-environment (and per-cohort) counts and the first
 example prompt ids, never a row per record.  :func:`preflight` refuses input
-the analysis cannot conclude from (:class:`rollout.engine.InputError`).
+the analysis cannot conclude from (:class:`~tool_failure_guard.rollout.engine.InputError`).
 """
 
 from __future__ import annotations

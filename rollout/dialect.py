@@ -1,4 +1,5 @@
-"""Rendering the one SQL source (DuckDB dialect, :mod:`rollout.sql`) for ClickHouse.
+"""Rendering the one SQL source (DuckDB dialect, :mod:`~tool_failure_guard.rollout.sql`) for
+ClickHouse.
 
 sqlglot's DuckDB -> ClickHouse transpiler does the bulk (``CAST`` to
 ``Nullable(...)``, quoting, window syntax); the rewrites below fix the few

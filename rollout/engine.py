@@ -1,9 +1,9 @@
 """Where the analysis runs: DuckDB (embedded, the default) or ClickHouse (in place).
 
 An :class:`Engine` answers :meth:`Engine.rows` for a DuckDB-dialect query
-over the relations of :mod:`rollout.sql`.  :class:`DuckDBEngine` materialises
+over the relations of :mod:`~tool_failure_guard.rollout.sql`.  :class:`DuckDBEngine` materialises
 the relations as tables once; :class:`ClickHouseEngine` renders every query
-for ClickHouse (:mod:`rollout.dialect`) with the relations as its common
+for ClickHouse (:mod:`~tool_failure_guard.rollout.dialect`) with the relations as its common
 table expressions, over the exporter's table, and hands the text to a thin
 "execute SQL, return rows" seam: :class:`ConnectExecutor` (``clickhouse-connect``
 against a server, the production path) or :class:`ChdbExecutor` (``chdb``,

@@ -1,6 +1,7 @@
 """The simulated parts of a fleet: the model, the tools, the host, the clock, the sink.
 
-Everything else a simulated prompt runs through is real (:mod:`rollout.simulate`).
+Everything else a simulated prompt runs through is real
+(:mod:`~tool_failure_guard.rollout.simulate`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from opentelemetry.sdk._logs import LogRecordProcessor, ReadWriteLogRecord
 
 from tool_failure_guard.guard import REPEATED_TOOL_FAILURE_REMINDER, GuardMode
 from tool_failure_guard.session.model.base import ModelError, ModelTurn, ModelUsage
-from tool_failure_guard.session.persistence.history import HistoryStore, Message, SettledCall
+from tool_failure_guard.session.persistence.history import HistoryStore
+from tool_failure_guard.session.persistence.messages import Message, SettledCall
 from tool_failure_guard.session.pipeline.session import GuardedSession
 from tool_failure_guard.session.telemetry.otlp_file import OtlpJsonLogExporter
 from tool_failure_guard.session.telemetry.sink import OpenTelemetrySink

@@ -1,7 +1,7 @@
 """``rollout gates`` (Phase 3; ``--phase warn``: Phase 2): owner-level gates per cohort.
 
 Only per-owner, per-arm sums leave the engine (and, for the p95 bootstrap,
-per-owner counts of wall times around the p95: :mod:`rollout.latency`), so
+per-owner counts of wall times around the p95: :mod:`~tool_failure_guard.rollout.latency`), so
 the transfer grows with the number of owners, not with the records.  The drain
 cohort decides as before; a prompt-only cohort (``input_boundary``) is judged
 on its own, never pooled with it.
@@ -104,7 +104,7 @@ def gates(
     wave, randomised per owner.  ``phase="warn"`` (Phase 2): the environment's warn
     prompts against its shadow prompts -- a before/after comparison of the same
     owners, not randomised, judged with the same machinery and margins.
-    ``checked`` is :func:`rollout.check.check`'s result on the same engine.
+    ``checked`` is :func:`~tool_failure_guard.rollout.check.check`'s result on the same engine.
     """
     if phase not in ARMS:
         raise ValueError(f"unknown phase {phase!r} (expected one of {', '.join(ARMS)})")

@@ -10,7 +10,7 @@ Two aggregate queries per run:
    digits (under 1 % error) inside the band, plus one count below and one
    above it.
 
-The bootstrap (:func:`rollout.stats.poisson_bootstrap_quantile_ratio`) weighs
+The bootstrap (:func:`~tool_failure_guard.rollout.stats.poisson_bootstrap_quantile_ratio`) weighs
 each value by its count; a replicate whose p95 falls outside the band (below
 or above sentinels) makes the interval inconclusive, never a pass.  Integer
 arithmetic only, so both engines send the same rows.

@@ -7,7 +7,7 @@ Collector's ``file`` exporter write: one ``ExportLogsServiceRequest`` or
 analysis needs only the log records.
 
 The ``logs`` table mirrors the Collector's ClickHouse exporter table
-``otel_logs`` (the same analysis runs there: :mod:`rollout.engine`)::
+``otel_logs`` (the same analysis runs there: :mod:`~tool_failure_guard.rollout.engine`)::
 
     Timestamp           TIMESTAMP            -- otel_logs.Timestamp
     EventName           VARCHAR              -- otel_logs.EventName

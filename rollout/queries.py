@@ -1,6 +1,6 @@
 """The invariants, the telemetry vocabulary and the enforced-stop checks, as portable SQL.
 
-Each query reads the relations of :mod:`rollout.sql` and returns
+Each query reads the relations of :mod:`~tool_failure_guard.rollout.sql` and returns
 ``(environment, prompt_id)`` per finding; :func:`findings` wraps them into one
 query that returns only counts and the first examples per environment, so
 what leaves the engine does not grow with the records.

@@ -1,7 +1,7 @@
 """A synthetic fleet with known truth, run through the **real** guarded session in-process.
 
-Every prompt is a real :class:`session.loop.GuardedSession` prompt: the real
-guard, receipts, protections (cap, duplicate ids), drain boundary and
+Every prompt is a real :class:`~tool_failure_guard.session.pipeline.session.GuardedSession` prompt:
+the real guard, receipts, protections (cap, duplicate ids), drain boundary and
 telemetry sink, exporting OTLP JSON lines with the same encoders as
 ``--telemetry file:PATH``.  Only three things are simulated:
 
@@ -15,7 +15,7 @@ telemetry sink, exporting OTLP JSON lines with the same encoders as
 
 Each owner gets a Resource with ``deployment.environment``,
 ``enduser.pseudo.id`` and ``service.version``; the arm comes from
-:func:`rollout.assign.in_treatment`.  The treatment effect is configurable
+:func:`~tool_failure_guard.rollout.assign.in_treatment`.  The treatment effect is configurable
 (``completion_effect``: the treatment's change in completion probability,
 realised as extra model errors; ``turns_effect``: its relative increase in a
 normal prompt's model turns), so tests know the truth.  The treatment is the

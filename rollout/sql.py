@@ -1,8 +1,9 @@
-"""The analysis as SQL: one source, written once, rendered per engine (:mod:`rollout.dialect`).
+"""The analysis as SQL: one source, written once, rendered per engine
+(:mod:`~tool_failure_guard.rollout.dialect`).
 
 Every statement here is DuckDB SQL restricted to a portable subset that
-:func:`rollout.dialect.render` turns into ClickHouse SQL (map access, integer
-division, ``epoch_us``, ``split_part``, ``lead``, ``regexp_full_match`` are
+:func:`~tool_failure_guard.rollout.dialect.to_clickhouse` turns into ClickHouse SQL (map access,
+integer division, ``epoch_us``, ``split_part``, ``lead``, ``regexp_full_match`` are
 the only spellings it rewrites).  Times are integer microseconds since the
 epoch (``*_us``) and days integer day numbers, so both engines compute the
 same numbers; no correlated subquery and no join on an inequality.
@@ -20,7 +21,7 @@ records of ``docs/telemetry.md``:
 DuckDB materialises them as tables; on ClickHouse they are common table
 expressions of each query (nothing is created on the server).  The source
 table is ``logs``, shaped like the Collector's ClickHouse exporter table
-``otel_logs``; the queries of :mod:`rollout.queries` read the relations.
+``otel_logs``; the queries of :mod:`~tool_failure_guard.rollout.queries` read the relations.
 """
 
 from __future__ import annotations

@@ -9,7 +9,8 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
-from tool_failure_guard.session.persistence.history import HistoryStore, Message
+from tool_failure_guard.session.persistence.history import HistoryStore
+from tool_failure_guard.session.persistence.messages import Message
 
 T = TypeVar("T")
 

@@ -38,7 +38,7 @@ from tool_failure_guard.session.model.openai import (
     read_system_prompt,
 )
 from tool_failure_guard.session.model.openai_stream import _PendingCall, decode_call
-from tool_failure_guard.session.persistence.history import Message, Part
+from tool_failure_guard.session.persistence.messages import Message, Part
 from tool_failure_guard.session.pipeline.drain import QUEUED_INPUT_PREFIX
 from tool_failure_guard.session.tools.builtin import ToolContext, default_tools
 from tool_failure_guard.session.tools.executor import Executor, FunctionCall, PermissionAnswer

@@ -34,7 +34,8 @@ from tool_failure_guard.session.config.declared_boundary import (
 )
 from tool_failure_guard.session.config.envconfig import OPERATOR_ONLY_VARIABLES, load_env
 from tool_failure_guard.session.model.base import ModelTurn, ScriptedModel, load_scenario
-from tool_failure_guard.session.persistence.history import HistoryStore, Message
+from tool_failure_guard.session.persistence.history import HistoryStore
+from tool_failure_guard.session.persistence.messages import Message
 from tool_failure_guard.session.pipeline.session import GuardedSession, SessionOptions
 from tool_failure_guard.session.telemetry.sink import PROMPT_EVENT
 

@@ -22,7 +22,9 @@ from typing import Any, TypeVar
 import attrs
 from acp import text_block
 
-from tool_failure_guard.session.persistence.history import INTERRUPTED, HistoryStore, Message
+from tool_failure_guard.session.persistence.assembly import INTERRUPTED
+from tool_failure_guard.session.persistence.history import HistoryStore
+from tool_failure_guard.session.persistence.messages import Message
 from tool_failure_guard.session.transport.client import (
     RecordingClient,
     spawn_guarded_agent,

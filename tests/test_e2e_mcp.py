@@ -32,7 +32,7 @@ from tool_failure_guard.guard import (
     REPEATED_TOOL_FAILURE_STOP_MESSAGE,
 )
 from tool_failure_guard.session.config.envconfig import MCP_TIMEOUT_ENV_VAR
-from tool_failure_guard.session.persistence.history import Part
+from tool_failure_guard.session.persistence.messages import Part
 from tool_failure_guard.session.telemetry.sink import GUARD_LOG_EVENT
 from tool_failure_guard.session.transport.client import RecordingClient, spawn_guarded_agent
 

@@ -10,7 +10,7 @@ from openai_server import Fail, FakeOpenAI, Reply, call, serve
 
 from tool_failure_guard.session.model.base import ModelError, ModelTurn
 from tool_failure_guard.session.model.openai import OpenAIChatModel, OpenAISettings
-from tool_failure_guard.session.persistence.history import Message, Part
+from tool_failure_guard.session.persistence.messages import Message, Part
 from tool_failure_guard.session.tools.builtin import default_tools
 
 HISTORY = [Message(role="user", kind="prompt", parts=(Part(kind="text", text="go"),))]

@@ -18,7 +18,8 @@ import pytest
 from acp import text_block
 from e2e_helpers import Box
 
-from tool_failure_guard.session.persistence.history import HistoryStore, Message, Part
+from tool_failure_guard.session.persistence.history import HistoryStore
+from tool_failure_guard.session.persistence.messages import Message, Part
 from tool_failure_guard.session.transport.client import RecordingClient, spawn_guarded_agent
 
 

@@ -20,7 +20,7 @@ from tool_failure_guard.guard import (
     REPEATED_TOOL_FAILURE_STOP_MESSAGE,
 )
 from tool_failure_guard.session.model.base import load_scenario
-from tool_failure_guard.session.persistence.history import Message
+from tool_failure_guard.session.persistence.messages import Message
 from tool_failure_guard.session.pipeline.drain import QUEUED_INPUT_PREFIX
 
 READ = {"tool": "read_file", "args": {"path": "missing.txt"}}

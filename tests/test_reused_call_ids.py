@@ -15,7 +15,8 @@ from openai_server import Reply, call
 from provider_harness import run_agent
 
 from tool_failure_guard.core.protections import CallIdDeduplicator, call_fingerprint
-from tool_failure_guard.session.persistence.history import Message, Part, function_calls
+from tool_failure_guard.session.persistence.assembly import function_calls
+from tool_failure_guard.session.persistence.messages import Message, Part
 from tool_failure_guard.session.tools.executor import FunctionCall
 
 

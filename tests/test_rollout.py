@@ -1,6 +1,6 @@
 """``tool-failure-guard rollout``: known truth from simulated fleets run through the real session.
 
-The fleets are run by :mod:`rollout.simulate` (real GuardedSession, guard,
+The fleets are run by :mod:`~tool_failure_guard.rollout.simulate` (real GuardedSession, guard,
 receipts, protections and OTLP JSON telemetry) with seeded stochastic models;
 the analysis reads the files exactly as it would read a collector's.
 """

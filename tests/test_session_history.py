@@ -8,13 +8,8 @@ from pathlib import Path
 import pytest
 
 from tool_failure_guard.guard import REPEATED_TOOL_FAILURE_STOP_MESSAGE
-from tool_failure_guard.session.persistence.history import (
-    HistoryError,
-    HistoryStore,
-    HistoryWriteError,
-    Message,
-    Part,
-)
+from tool_failure_guard.session.persistence.history import HistoryStore, HistoryWriteError
+from tool_failure_guard.session.persistence.messages import HistoryError, Message, Part
 from tool_failure_guard.session.persistence.replay import replay_updates
 
 

@@ -30,7 +30,8 @@ from tool_failure_guard.session.model.base import (
     load_scenario,
     parse_scenario,
 )
-from tool_failure_guard.session.persistence.history import HistoryStore, Message
+from tool_failure_guard.session.persistence.history import HistoryStore
+from tool_failure_guard.session.persistence.messages import Message
 from tool_failure_guard.session.pipeline.drain import QUEUED_INPUT_PREFIX, unreadable_note
 from tool_failure_guard.session.pipeline.session import GuardedSession, SessionOptions
 from tool_failure_guard.session.telemetry.sink import GuardTelemetry

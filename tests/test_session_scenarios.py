@@ -18,7 +18,7 @@ from tool_failure_guard.session.model.base import (
     load_scenario,
     parse_scenario,
 )
-from tool_failure_guard.session.persistence.history import Message, Part
+from tool_failure_guard.session.persistence.messages import Message, Part
 
 
 def test_builtin_scenarios_all_load() -> None:

@@ -11,15 +11,9 @@ from session_harness import in_process_session
 
 from tool_failure_guard.guard import GuardMode
 from tool_failure_guard.session.model.base import ScriptedModel, parse_scenario
-from tool_failure_guard.session.persistence.history import (
-    INTERRUPTED,
-    HistoryStore,
-    HistoryWriteError,
-    Message,
-    Part,
-    SettledCall,
-    assemble,
-)
+from tool_failure_guard.session.persistence.assembly import INTERRUPTED, assemble
+from tool_failure_guard.session.persistence.history import HistoryStore, HistoryWriteError
+from tool_failure_guard.session.persistence.messages import Message, Part, SettledCall
 from tool_failure_guard.session.persistence.pending import PendingInputLog
 from tool_failure_guard.session.persistence.replay import replay_updates
 from tool_failure_guard.session.pipeline.drain import MidTurnInput

@@ -13,7 +13,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from tool_failure_guard.session.persistence.history import HistoryStore, Part, SettledCall
+from tool_failure_guard.session.persistence.history import HistoryStore
+from tool_failure_guard.session.persistence.messages import Part, SettledCall
 
 
 def settled_record_cost(records: int = 200, where: Path | None = None) -> tuple[float, float]:

@@ -3,7 +3,7 @@
 The agent resolves its mode from the operator's environment (``session.envconfig``);
 an application that embeds the guard is its own operator, so it may pass the mode
 explicitly.  Otherwise the same variable as the agent's,
-:data:`guard.GUARD_MODE_ENV_VAR`, decides, with the same default (``shadow``).
+:data:`~tool_failure_guard.guard.GUARD_MODE_ENV_VAR`, decides, with the same default (``shadow``).
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
 """The input boundary an operator declares for a session's host: ``drain`` or ``prompt-only``.
 
 ``TOOL_FAILURE_GUARD_INPUT_BOUNDARY`` is operator-only (refused from project
-sources like the guard mode, :data:`session.envconfig.OPERATOR_ONLY_VARIABLES`).
+sources like the guard mode,
+:data:`~tool_failure_guard.session.config.envconfig.OPERATOR_ONLY_VARIABLES`).
 ``drain`` -- the default and the specification's boundary -- asks the host
-for its queued mid-turn input between batches (:mod:`session.drain`).
+for its queued mid-turn input between batches (:mod:`~tool_failure_guard.session.pipeline.drain`).
 ``prompt-only`` declares a plain ACP host that delivers user input only as
 ``session/prompt``: the agent never sends the drain request, and each
 boundary is reliable with no queued prompt; input pushed with

@@ -34,7 +34,8 @@ project-controlled source and every settings ``env`` map:
 
 A later operator limit joins by being added to :data:`OPERATOR_ONLY_VARIABLES`.
 Credentials embedded in a URL (``http://user:secret@host``) are shown only as
-:func:`session.redact.redact_url` gives them, in every error and log line.
+:func:`~tool_failure_guard.session.config.redact.redact_url` gives them, in every error and log
+line.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """One session's settings, resolved once from its merged environment when it is opened.
 
-Every value here is an operator setting (:data:`session.envconfig.OPERATOR_ONLY_VARIABLES`):
+Every value here is an operator setting
+(:data:`~tool_failure_guard.session.config.envconfig.OPERATOR_ONLY_VARIABLES`):
 the guard mode, the declared input boundary, the per-prompt tool-call cap,
 the shell timeout and the MCP call timeout.  A typo in a deployment never
 breaks a session: an invalid number logs a warning naming the variable and

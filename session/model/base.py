@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import attrs
 
 from tool_failure_guard.guard import REPEATED_TOOL_FAILURE_REMINDER
-from tool_failure_guard.session.persistence.history import Message
+from tool_failure_guard.session.persistence.messages import Message
 from tool_failure_guard.session.tools.executor import FunctionCall
 
 if TYPE_CHECKING:

@@ -33,7 +33,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from tool_failure_guard.session.persistence.history import Message, Part
+from tool_failure_guard.session.persistence.messages import Message, Part
 from tool_failure_guard.session.tools.builtin import Tool
 
 #: The short coding-agent system prompt sent first (``--system-prompt-file`` replaces it).

@@ -1,22 +1,22 @@
 """A real model behind the agent: any OpenAI-compatible chat-completions endpoint.
 
-:class:`OpenAIChatModel` implements :class:`session.model.StreamingModel` with
-the official ``openai`` SDK (``AsyncOpenAI``): one streamed chat-completions
+:class:`OpenAIChatModel` implements :class:`~tool_failure_guard.session.model.base.StreamingModel`
+with the official ``openai`` SDK (``AsyncOpenAI``): one streamed chat-completions
 request per model turn, text deltas passed to the prompt step as they arrive
 (it shows them as ``agent_message_chunk``), tool calls assembled from their
 deltas, usage from the stream's final chunk (``stream_options.include_usage``).
 
 Endpoint and key are ``OPENAI_BASE_URL`` and ``OPENAI_API_KEY`` from the
 session's merged environment: the process environment or a home-level env file
-only (operator-only, see :mod:`session.envconfig`: a project ``.env`` that
-names another endpoint would receive the user's key).  Credentials in the URL
+only (operator-only, see :mod:`~tool_failure_guard.session.config.envconfig`: a project ``.env``
+that names another endpoint would receive the user's key).  Credentials in the URL
 are redacted in every error text.  Rate limits (429), 408/409 and
 5xx answers are retried by the SDK with exponential backoff, at most
 ``max_retries`` times.  Every failure becomes a :class:`ModelError` whose text
 names the cause (authentication, unknown model, context length, rate limit,
 server error, unreachable endpoint, a malformed or cut-short stream, see
-:mod:`session.openai_stream`); the prompt ends with it and nothing about the
-turn is recorded but the text already shown, so the history stays valid.
+:mod:`~tool_failure_guard.session.model.openai_stream`); the prompt ends with it and nothing about
+the turn is recorded but the text already shown, so the history stays valid.
 
 Cancellation: the prompt step cancels the task running :meth:`generate_streaming`;
 the stream's ``finally`` closes the HTTP response, which closes the connection
@@ -50,7 +50,7 @@ from tool_failure_guard.session.model.openai_stream import (
     StreamAssembly,
     undecodable,
 )
-from tool_failure_guard.session.persistence.history import Message
+from tool_failure_guard.session.persistence.messages import Message
 from tool_failure_guard.session.tools.builtin import Tool
 
 _log = logging.getLogger("session.openai_model")
@@ -202,7 +202,8 @@ def _describe_error(exc: Exception, settings: OpenAISettings) -> str:
 
 
 class OpenAIChatModel:
-    """A :class:`session.model.StreamingModel` over the chat-completions API."""
+    """A :class:`~tool_failure_guard.session.model.base.StreamingModel` over the chat-completions
+    API."""
 
     def __init__(
         self,
@@ -231,7 +232,8 @@ class OpenAIChatModel:
         return self._client
 
     async def generate(self, history: Sequence[Message]) -> ModelTurn:
-        """The plain :class:`session.model.Model` entry: no tools, text not streamed out."""
+        """The plain :class:`~tool_failure_guard.session.model.base.Model` entry: no tools, text
+        not streamed out."""
 
         async def ignore(_: str) -> None:
             return None

@@ -1,6 +1,7 @@
 """Conversation history and its append-only persistence (one JSON Lines file per session).
 
-A session's history is a list of :class:`Message` values.  Every message is
+A session's history is a list of :class:`Message` values
+(:mod:`~tool_failure_guard.session.persistence.messages`).  Every message is
 appended to ``<state dir>/sessions/<session id>.jsonl`` (written, flushed and
 fsync'ed per record) *before* the session acts on it, so that a
 ``session/load`` after a reconnect or an agent restart replays exactly what
@@ -12,7 +13,8 @@ Besides messages the file holds ``call_settled`` records (one call's response,
 written the moment it settled, so a crash mid-batch loses no outcome) and
 ``pending_input`` snapshots (the agent-side input queue).  Loading validates
 every line strictly, skips a corrupt one into a sidecar file, and
-:func:`assemble` gives every function call exactly one response.
+:func:`~tool_failure_guard.session.persistence.assembly.assemble` gives every function
+call exactly one response.
 
 Only the conversation is persisted.  The guard's streak deliberately is not: a
 loaded session starts its next prompt with a fresh guard.
@@ -27,10 +29,18 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import attrs
 
+from tool_failure_guard.session.persistence.assembly import assemble
+from tool_failure_guard.session.persistence.messages import (
+    HistoryError,
+    Message,
+    SettledCall,
+    check_keys,
+    read_field,
+)
 from tool_failure_guard.session.persistence.private_files import (
     append_binary,
     append_text,
@@ -45,241 +55,12 @@ READABLE_VERSIONS = frozenset({1, 2})
 #: The record appended after a torn line (a crash mid-write) before the next record.
 _TORN_MARKER = {"type": "torn_line"}
 
-PartKind = Literal[
-    "text",  # user prompt text, or the model's own text
-    "function_call",  # a call of a model turn
-    "function_response",  # a settled call's result, sent back to the model
-    "system",  # fixed system context (the reminder, a todo reminder)
-    "notice",  # system context that was also shown to the user (a stop message)
-    "queued_input",  # mid-turn user input drained between batches
-]
-MessageKind = Literal["prompt", "model", "tool_results", "continuation"]
-
-_PART_KINDS = frozenset(PartKind.__args__)  # type: ignore[attr-defined]
-_MESSAGE_KINDS = frozenset(MessageKind.__args__)  # type: ignore[attr-defined]
 _log = logging.getLogger("session.history")
 _SESSION_ID = re.compile(r"^[A-Za-z0-9_-]{1,80}$")
 
 
-class HistoryError(Exception):
-    """A session history could not be read or written."""
-
-
 class HistoryWriteError(HistoryError):
     """Appending to the history failed: nothing may pretend it was recorded."""
-
-
-#: The ACP tool kinds a function call may be shown as.
-TOOL_KINDS = frozenset(
-    {
-        "read",
-        "edit",
-        "delete",
-        "move",
-        "search",
-        "execute",
-        "think",
-        "fetch",
-        "switch_mode",
-        "other",
-    }
-)
-#: Terminal statuses of a function response (the outcome contract's terminal axis).
-TERMINAL_STATUSES = frozenset({"success", "error", "cancelled"})
-#: The terminal error type of a response synthesized on load for a call with no outcome.
-INTERRUPTED = "interrupted"
-INTERRUPTED_TEXT = (
-    "The agent stopped before this call's outcome was recorded; "
-    "the call may or may not have taken effect."
-)
-
-#: The keys each part kind may carry (``kind`` always).
-_PART_KEYS: dict[str, frozenset[str]] = {
-    "text": frozenset({"text"}),
-    "function_call": frozenset({"call_id", "name", "title", "tool_kind", "args", "duplicate"}),
-    "function_response": frozenset(
-        {"call_id", "name", "status", "error_type", "text", "duplicate"}
-    ),
-    "system": frozenset({"text"}),
-    "notice": frozenset({"text"}),
-    "queued_input": frozenset({"text"}),
-}
-#: The part kinds each message kind may hold.
-_MESSAGE_PARTS: dict[str, frozenset[str]] = {
-    "prompt": frozenset({"text", "queued_input"}),
-    "model": frozenset({"text", "function_call"}),
-    "tool_results": frozenset({"function_response", "system", "notice", "queued_input"}),
-    "continuation": frozenset({"system"}),
-}
-
-
-def _field(data: Mapping[str, Any], key: str, kind: type, where: str, default: Any) -> Any:
-    """``data[key]`` if it has exactly the type ``kind`` (bool is not an int), else an error."""
-    if key not in data:
-        return default
-    value = data[key]
-    if type(value) is not kind:
-        raise HistoryError(f"{where}: {key} must be {_TYPE_NAMES[kind]}, got {_json_type(value)}")
-    return value
-
-
-_TYPE_NAMES: dict[type, str] = {
-    str: "a string",
-    bool: "true or false",
-    dict: "an object",
-    list: "a list",
-    int: "an integer",
-}
-
-
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    return {str: "string", bool: "boolean", dict: "object", list: "list", int: "integer"}.get(
-        type(value), type(value).__name__
-    )
-
-
-def _check_keys(data: Mapping[str, Any], allowed: frozenset[str], where: str) -> None:
-    unknown = sorted(set(data) - allowed)
-    if unknown:
-        raise HistoryError(f"{where}: unknown key(s) {', '.join(map(repr, unknown))}")
-
-
-@attrs.frozen(kw_only=True)
-class Part:
-    kind: PartKind
-    text: str = ""
-    call_id: str = ""
-    name: str = ""  #: the tool name the model used
-    title: str = ""  #: the title shown to the client for a function call
-    tool_kind: str = ""  #: the ACP tool kind for a function call
-    args: Mapping[str, Any] = attrs.field(factory=dict, eq=False, hash=False)
-    status: str = ""  #: terminal status of a function response
-    error_type: str | None = None  #: terminal error type of a function response
-    duplicate: bool = False  #: a provider-duplicate response (never executed, never shown)
-
-    def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"kind": self.kind}
-        for field in ("text", "call_id", "name", "title", "tool_kind", "status"):
-            value = getattr(self, field)
-            if value:
-                data[field] = value
-        if self.args:
-            data["args"] = dict(self.args)
-        if self.error_type is not None:
-            data["error_type"] = self.error_type
-        if self.duplicate:
-            data["duplicate"] = True
-        return data
-
-    @classmethod
-    def from_json(cls, data: Any, where: str) -> Part:
-        """Read one part strictly: every key known, every value of its exact type and enum."""
-        if not isinstance(data, dict):
-            raise HistoryError(f"{where}: a part must be an object")
-        kind = data.get("kind")
-        if not isinstance(kind, str) or kind not in _PART_KINDS:
-            raise HistoryError(f"{where}: unknown part kind {kind!r}")
-        _check_keys(data, _PART_KEYS[kind] | {"kind"}, where)
-        error_type = data.get("error_type")
-        if error_type is not None and type(error_type) is not str:
-            raise HistoryError(
-                f"{where}: error_type must be a string or null, got {_json_type(error_type)}"
-            )
-        part = cls(
-            kind=kind,  # type: ignore[arg-type]  # checked against _PART_KINDS above
-            text=_field(data, "text", str, where, ""),
-            call_id=_field(data, "call_id", str, where, ""),
-            name=_field(data, "name", str, where, ""),
-            title=_field(data, "title", str, where, ""),
-            tool_kind=_field(data, "tool_kind", str, where, ""),
-            args=_field(data, "args", dict, where, {}),
-            status=_field(data, "status", str, where, ""),
-            error_type=error_type,
-            duplicate=_field(data, "duplicate", bool, where, False),
-        )
-        if kind in ("function_call", "function_response") and not part.call_id:
-            raise HistoryError(f"{where}: a {kind} needs a call_id")
-        if kind == "function_call" and part.tool_kind and part.tool_kind not in TOOL_KINDS:
-            raise HistoryError(f"{where}: unknown tool_kind {part.tool_kind!r}")
-        if kind == "function_response" and part.status not in TERMINAL_STATUSES:
-            raise HistoryError(
-                f"{where}: status must be one of {', '.join(sorted(TERMINAL_STATUSES))}, "
-                f"got {part.status!r}"
-            )
-        return part
-
-
-@attrs.frozen(kw_only=True)
-class Message:
-    role: Literal["user", "model"]
-    kind: MessageKind
-    parts: tuple[Part, ...]
-    prompt_id: str = ""
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "type": "message",
-            "role": self.role,
-            "kind": self.kind,
-            "prompt_id": self.prompt_id,
-            "parts": [part.to_json() for part in self.parts],
-        }
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any], where: str) -> Message:
-        _check_keys(data, frozenset({"type", "role", "kind", "prompt_id", "parts"}), where)
-        role = data.get("role")
-        kind = data.get("kind")
-        parts = data.get("parts")
-        if not isinstance(kind, str) or kind not in _MESSAGE_KINDS:
-            raise HistoryError(f"{where}: unknown message kind {kind!r}")
-        expected_role = "model" if kind == "model" else "user"
-        if role != expected_role:
-            raise HistoryError(f"{where}: a {kind} message has role {expected_role}, got {role!r}")
-        if not isinstance(parts, list):
-            raise HistoryError(f"{where}: parts must be a list")
-        prompt_id = _field(data, "prompt_id", str, where, "")
-        read = tuple(Part.from_json(p, f"{where} part {i}") for i, p in enumerate(parts))
-        for index, part in enumerate(read):
-            if part.kind not in _MESSAGE_PARTS[kind]:
-                raise HistoryError(
-                    f"{where} part {index}: a {kind} message cannot hold a {part.kind} part"
-                )
-        return cls(
-            role=role,
-            kind=kind,  # type: ignore[arg-type]  # checked against _MESSAGE_KINDS above
-            prompt_id=prompt_id,
-            parts=read,
-        )
-
-    def texts(self, kind: PartKind) -> list[str]:
-        return [part.text for part in self.parts if part.kind == kind]
-
-
-@attrs.frozen(kw_only=True)
-class SettledCall:
-    """One call's function response, persisted the moment the call settled.
-
-    The batch's ``tool_results`` message (written after the drain) repeats the
-    response and is authoritative; this record only matters when that message
-    never got written (a crash or a disconnect mid-batch).
-    """
-
-    prompt_id: str
-    part: Part
-
-    def to_json(self) -> dict[str, Any]:
-        return {"type": "call_settled", "prompt_id": self.prompt_id, "part": self.part.to_json()}
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any], where: str) -> SettledCall:
-        _check_keys(data, frozenset({"type", "prompt_id", "part"}), where)
-        part = Part.from_json(data.get("part"), f"{where} part")
-        if part.kind != "function_response":
-            raise HistoryError(f"{where}: a call_settled record holds a function_response")
-        return cls(prompt_id=_field(data, "prompt_id", str, where, ""), part=part)
 
 
 @attrs.frozen(kw_only=True)
@@ -507,13 +288,13 @@ def _is_torn_marker(raw: bytes) -> bool:
 
 
 def _read_header(data: dict[str, Any], session_id: str, where: str) -> str:
-    _check_keys(data, frozenset({"type", "version", "session_id", "cwd"}), where)
+    check_keys(data, frozenset({"type", "version", "session_id", "cwd"}), where)
     version = data.get("version")
     if type(version) is not int or version not in READABLE_VERSIONS:
         raise HistoryError(f"{where}: unsupported history version {version!r}")
     if data.get("session_id") != session_id:
         raise HistoryError(f"{where}: the header names another session")
-    cwd: str = _field(data, "cwd", str, where, "")
+    cwd: str = read_field(data, "cwd", str, where, "")
     return cwd
 
 
@@ -522,139 +303,8 @@ def _pending_record(texts: Sequence[str]) -> dict[str, Any]:
 
 
 def _read_pending(data: dict[str, Any], where: str) -> tuple[str, ...]:
-    _check_keys(data, frozenset({"type", "texts"}), where)
+    check_keys(data, frozenset({"type", "texts"}), where)
     texts = data.get("texts")
     if not isinstance(texts, list) or not all(type(t) is str for t in texts):
         raise HistoryError(f"{where}: texts must be a list of strings")
     return tuple(texts)
-
-
-def interrupted_response(call: Part) -> Part:
-    """The response synthesized for ``call`` when no outcome of it was persisted."""
-    return Part(
-        kind="function_response",
-        call_id=call.call_id,
-        name=call.name,
-        status="cancelled",
-        error_type=INTERRUPTED,
-        text=INTERRUPTED_TEXT,
-        duplicate=call.duplicate,
-    )
-
-
-def assemble(records: Sequence[Message | SettledCall]) -> tuple[list[Message], list[str]]:
-    """The model-facing history of persisted ``records``, and the calls answered ``interrupted``.
-
-    Every model message's function calls get exactly one function response, in
-    the model's call order, in the user message that follows it: the batch's
-    ``tool_results`` response if it was written, else the response persisted
-    when the call settled (``call_settled``), else a synthesized ``cancelled``
-    / ``interrupted`` one.  A response for no open call (its model message was
-    lost) is dropped, so the history stays a valid call/response sequence.
-    """
-    messages: list[Message] = []
-    interrupted: list[str] = []
-    open_calls: list[Part] = []
-    open_prompt = ""
-    settled: dict[str, Part] = {}
-
-    def answers(given: dict[str, Part]) -> list[Part]:
-        parts = []
-        for call in open_calls:
-            part = given.get(call.call_id) or settled.get(call.call_id)
-            if part is None:
-                part = interrupted_response(call)
-                interrupted.append(call.call_id)
-            parts.append(part)
-        return parts
-
-    for record in records:
-        if isinstance(record, SettledCall):
-            if any(call.call_id == record.part.call_id for call in open_calls):
-                settled[record.part.call_id] = record.part
-            else:
-                _log.warning(
-                    "history: an outcome for no open call %s was ignored", record.part.call_id
-                )
-            continue
-        message = record
-        if open_calls and message.kind == "tool_results":
-            given = {p.call_id: p for p in message.parts if p.kind == "function_response"}
-            stray = set(given) - {call.call_id for call in open_calls}
-            if stray:
-                _log.warning("history: responses for no open call were dropped: %s", sorted(stray))
-            rest = [p for p in message.parts if p.kind != "function_response"]
-            message = attrs.evolve(message, parts=(*answers(given), *rest))
-            open_calls, settled = [], {}
-        else:
-            if open_calls:
-                closing = Message(
-                    role="user",
-                    kind="tool_results",
-                    prompt_id=open_prompt,
-                    parts=tuple(answers({})),
-                )
-                messages.append(closing)
-                open_calls, settled = [], {}
-            if message.kind == "tool_results":
-                stray_parts = [p for p in message.parts if p.kind == "function_response"]
-                if stray_parts:
-                    _log.warning("history: responses without their calls were dropped")
-                    message = attrs.evolve(
-                        message,
-                        parts=tuple(p for p in message.parts if p.kind != "function_response"),
-                    )
-        messages.append(message)
-        if message.kind == "model":
-            open_calls = [p for p in message.parts if p.kind == "function_call"]
-            open_prompt = message.prompt_id
-    if open_calls:
-        messages.append(
-            Message(
-                role="user", kind="tool_results", prompt_id=open_prompt, parts=tuple(answers({}))
-            )
-        )
-    return messages, interrupted
-
-
-def open_calls(messages: Sequence[Message]) -> bool:
-    """Whether the last model message's calls are still unanswered."""
-    for message in reversed(messages):
-        if message.kind == "tool_results":
-            return False
-        if message.kind == "model":
-            return any(p.kind == "function_call" for p in message.parts)
-    return False
-
-
-def answered_call_ids(messages: list[Message]) -> set[str]:
-    """Call ids that already have a function response in ``messages``."""
-    return {
-        part.call_id
-        for message in messages
-        for part in message.parts
-        if part.kind == "function_response"
-    }
-
-
-def function_calls(
-    messages: Sequence[Message],
-) -> tuple[list[tuple[str, str, Mapping[str, Any]]], list[tuple[str, str, Mapping[str, Any]]]]:
-    """The function calls of ``messages`` as (id, name, arguments): answered ones, open ones.
-
-    A call is answered when the ``tool_results`` message after its model
-    message holds a response with its id; the last model message's calls are
-    open while no ``tool_results`` message follows it.
-    """
-    answered: list[tuple[str, str, Mapping[str, Any]]] = []
-    waiting: list[tuple[str, str, Mapping[str, Any]]] = []
-    for message in messages:
-        if message.kind == "model":
-            waiting = [
-                (p.call_id, p.name, p.args) for p in message.parts if p.kind == "function_call"
-            ]
-        elif message.kind == "tool_results" and waiting:
-            ids = {p.call_id for p in message.parts if p.kind == "function_response"}
-            answered.extend(call for call in waiting if call[0] in ids)
-            waiting = []
-    return answered, waiting

@@ -1,7 +1,7 @@
 """Persist the agent-side input queue, so ``session/load`` restores undelivered input.
 
-:class:`session.drain.MidTurnInput` reports its whole agent-side queue on every
-change (``on_queue_change``).  Input that *joins* the queue (``_session/steering``
+:class:`~tool_failure_guard.session.pipeline.drain.MidTurnInput` reports its whole agent-side queue
+on every change (``on_queue_change``).  Input that *joins* the queue (``_session/steering``
 pushes, input requeued at a stop or a cancel) is persisted at once as a
 ``pending_input`` snapshot line.  Input that *leaves* the queue is in flight until
 the message that delivers it to the model is persisted: the snapshot without it is

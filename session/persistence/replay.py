@@ -3,7 +3,7 @@
 Every replayed call is shown with its final status from the start (``completed``
 or ``failed``), never ``pending``: the history is assembled so that every call
 has exactly one response (a call that never settled was answered
-``cancelled``/``interrupted`` by :func:`session.history.assemble`).
+``cancelled``/``interrupted`` by :func:`~tool_failure_guard.session.persistence.assembly.assemble`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ from acp import (
     update_user_message_text,
 )
 
-from tool_failure_guard.session.persistence.history import Message, Part, interrupted_response
+from tool_failure_guard.session.persistence.assembly import interrupted_response
+from tool_failure_guard.session.persistence.messages import Message, Part
 
 
 def _responses(messages: Sequence[Message]) -> dict[tuple[int, str], Part]:

@@ -25,7 +25,7 @@ from acp import start_tool_call, text_block, tool_content, update_tool_call
 
 from tool_failure_guard.core import outcomes
 from tool_failure_guard.core.settlement import BatchSettlement
-from tool_failure_guard.session.persistence.history import Part
+from tool_failure_guard.session.persistence.messages import Part
 from tool_failure_guard.session.telemetry.sink import GuardTelemetry
 from tool_failure_guard.session.tools.executor import CallOutcome, Executor, FunctionCall
 

@@ -37,7 +37,7 @@ from tool_failure_guard.core import (
 )
 from tool_failure_guard.guard import GuardMode
 from tool_failure_guard.session.model.base import ModelTurn, TodoItem
-from tool_failure_guard.session.persistence.history import Part
+from tool_failure_guard.session.persistence.messages import Part
 from tool_failure_guard.session.pipeline import batch
 from tool_failure_guard.session.pipeline.drain import QUEUED_INPUT_PREFIX, DrainResult, MidTurnInput
 

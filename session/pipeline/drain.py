@@ -52,8 +52,8 @@ Unreliable boundaries
 
 A declared prompt-only boundary
     With ``TOOL_FAILURE_GUARD_INPUT_BOUNDARY=prompt-only``
-    (:mod:`session.declared_boundary`) the host is never asked: each boundary
-    is reliable, has no queued prompt, and carries the agent-side queue alone
+    (:mod:`~tool_failure_guard.session.config.declared_boundary`) the host is never asked: each
+    boundary is reliable, has no queued prompt, and carries the agent-side queue alone
     (``_session/steering`` pushes still count as external input and reset).
 
 Cancellation

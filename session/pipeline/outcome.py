@@ -3,12 +3,13 @@
 The steps of a prompt tally what the prompt cost (:class:`PromptTally`);
 :func:`run_reported` runs the prompt's loop and, from one place and whatever
 ended it (a response, a cancel, an exception), reports one
-:class:`~session.telemetry.PromptOutcome`.  :func:`report_calls` reports one
-:class:`~session.telemetry.CallRecord` per settled call of a batch.
+:class:`~tool_failure_guard.session.telemetry.records.PromptOutcome`.  :func:`report_calls` reports
+one :class:`~tool_failure_guard.session.telemetry.records.CallRecord` per settled call of a batch.
 
 Like every telemetry call these go through ``GuardedSession.report``: they
 observe, they never change a decision or the control flow.  Sinks that do not
-implement :class:`~session.telemetry.OutcomeTelemetry` simply get nothing.
+implement :class:`~tool_failure_guard.session.telemetry.records.OutcomeTelemetry` simply get
+nothing.
 
 This module sees the session and the prompt only through the narrow
 :class:`ReportingSession` and :class:`ReportedPrompt` protocols, so it imports

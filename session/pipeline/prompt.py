@@ -10,8 +10,9 @@ it returns, so the guard lives exactly as long as the prompt.  The rules are the
 host-neutral core's (:class:`tool_failure_guard.core.PromptProtection`, one per
 prompt); the run is the ACP host of it.  It sees the session only through
 :class:`PromptSession`, and the steps see the run only through their own
-protocols (:class:`session.batch.BatchHost`, :class:`session.boundary.BoundaryHost`,
-:class:`session.outcome.ReportedPrompt`), so the imports run one way:
+protocols (:class:`~tool_failure_guard.session.pipeline.batch.BatchHost`,
+:class:`~tool_failure_guard.session.pipeline.boundary.BoundaryHost`,
+:class:`~tool_failure_guard.session.pipeline.outcome.ReportedPrompt`), so the imports run one way:
 ``loop -> prompt -> boundary -> batch``.
 """
 
@@ -45,7 +46,7 @@ from tool_failure_guard.session.model.base import (
     UsageTotals,
     request_turn,
 )
-from tool_failure_guard.session.persistence.history import Message, Part
+from tool_failure_guard.session.persistence.messages import Message, Part
 from tool_failure_guard.session.pipeline import batch, boundary, outcome
 from tool_failure_guard.session.pipeline.drain import DrainResult, MidTurnInput
 from tool_failure_guard.session.pipeline.outcome import PromptTally

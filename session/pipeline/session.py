@@ -2,7 +2,8 @@
 
 A :class:`GuardedSession` owns what outlives a prompt (history, call-id
 de-duplication, the input boundary, the todo list) and the IO helpers every
-step uses.  Each ``session/prompt`` runs as a :class:`session.prompt.PromptRun`
+step uses.  Each ``session/prompt`` runs as a
+:class:`~tool_failure_guard.session.pipeline.prompt.PromptRun`
 whose steps live in their own modules::
 
     session.prompt    model turn -> function calls -> de-duplicate
@@ -15,7 +16,7 @@ The rules (the protections, the guard, what each decision means) are the
 host-neutral core's, :class:`tool_failure_guard.core.PromptProtection`: a fresh
 one is created per prompt with the mode resolved once, when the session was
 created (``off`` for channel prompts).  Every message is persisted before the session acts on it
-(:mod:`session.history`).  Decisions are acted on exactly as the
+(:mod:`~tool_failure_guard.session.persistence.history`).  Decisions are acted on exactly as the
 specification says:
 
 * ``warn``: the next model message is [function responses, todo reminder if
@@ -50,16 +51,9 @@ from acp.schema import (
 from tool_failure_guard.core.protections import CallIdDeduplicator, call_fingerprint
 from tool_failure_guard.guard import GuardMode
 from tool_failure_guard.session.model.base import Model, TodoItem
-from tool_failure_guard.session.persistence.history import (
-    HistoryStore,
-    HistoryWriteError,
-    Message,
-    Part,
-    SettledCall,
-    assemble,
-    function_calls,
-    open_calls,
-)
+from tool_failure_guard.session.persistence.assembly import assemble, function_calls, open_calls
+from tool_failure_guard.session.persistence.history import HistoryStore, HistoryWriteError
+from tool_failure_guard.session.persistence.messages import Message, Part, SettledCall
 from tool_failure_guard.session.persistence.pending import PendingInputLog
 from tool_failure_guard.session.pipeline import outcome
 from tool_failure_guard.session.pipeline.drain import QUEUED_INPUT_PREFIX, MidTurnInput
@@ -288,7 +282,8 @@ class GuardedSession:
     def _close_open_calls(self) -> None:
         """An earlier prompt failed mid-batch: answer its calls before the next prompt.
 
-        The answers are what :func:`session.history.assemble` gives on load (the
+        The answers are what
+        :func:`~tool_failure_guard.session.persistence.assembly.assemble` gives on load (the
         persisted outcome, else ``interrupted``), so memory and disk agree.
         """
         if not open_calls(self.history):

@@ -1,6 +1,6 @@
 """Building the sink ``tool-failure-guard agent --telemetry`` names: none, console, otlp, file.
 
-Re-exported by :mod:`session.telemetry`.
+Re-exported by :mod:`~tool_failure_guard.session.telemetry.sink`.
 """
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ def build_telemetry(
     interval and at exit) and log records to **stderr**: stdout carries the
     ACP protocol.  ``otlp`` exports through the OTLP exporters, configured
     by the standard ``OTEL_EXPORTER_OTLP_*`` variables.  ``file:PATH``
-    appends OTLP JSON lines to PATH (:mod:`session.otlp_file`).  The
+    appends OTLP JSON lines to PATH (:mod:`~tool_failure_guard.session.telemetry.otlp_file`).  The
     providers shut down (and flush) at interpreter exit.
     """
     if kind == "none":

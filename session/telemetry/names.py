@@ -1,8 +1,8 @@
 """The telemetry vocabulary: every record name, label and closed value set, and the buckets.
 
-One declaration, read by the sink (:mod:`session.telemetry`), the privacy
+One declaration, read by the sink (:mod:`~tool_failure_guard.session.telemetry.sink`), the privacy
 tests and rollout analysis; ``docs/telemetry.md`` is the long form.
-Re-exported by :mod:`session.telemetry`.
+Re-exported by :mod:`~tool_failure_guard.session.telemetry.sink`.
 """
 
 from __future__ import annotations

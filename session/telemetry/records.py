@@ -4,7 +4,7 @@
 stops, the execution SLI); :class:`OutcomeTelemetry` adds the records rollout
 analysis reads (one per prompt, per settled call, per closed session).  The
 records carry counts and enums, never text.  :class:`NullTelemetry` records
-nothing.  Re-exported by :mod:`session.telemetry`.
+nothing.  Re-exported by :mod:`~tool_failure_guard.session.telemetry.sink`.
 """
 
 from __future__ import annotations
@@ -78,7 +78,8 @@ class PromptOutcome:
     prompt was unreliable, and for a declared prompt-only host (never
     asked): such prompts are counted apart from the supported-host
     baseline.  ``input_boundary`` is the boundary kind actually used for
-    the prompt (:data:`session.declared_boundary.INPUT_BOUNDARY_RECORD_VALUES`):
+    the prompt
+    (:data:`~tool_failure_guard.session.config.declared_boundary.INPUT_BOUNDARY_RECORD_VALUES`):
     ``drain`` (the host kept the drain contract), ``prompt-only`` (declared
     by the operator) or ``unsupported`` (the host lacked or failed the
     drain); each kind is its own cohort.  Token counts and model latency

@@ -28,9 +28,9 @@ them through in-memory readers and exporters.
 
 This module is the OpenTelemetry sink; the rest lives beside it and is
 re-exported here, so ``from session.telemetry import X`` keeps working:
-:mod:`session.telemetry_records` (the protocols and records),
-:mod:`session.telemetry_names` (names, closed value sets, buckets, labels).
-:mod:`session.telemetry_build` builds the sink ``--telemetry`` names on top of
+:mod:`~tool_failure_guard.session.telemetry.records` (the protocols and records),
+:mod:`~tool_failure_guard.session.telemetry.names` (names, closed value sets, buckets, labels).
+:mod:`~tool_failure_guard.session.telemetry.build` builds the sink ``--telemetry`` names on top of
 this one (it imports this module, never the other way round).
 """
 

@@ -10,8 +10,8 @@ either returns its raw output or raises :class:`ToolError` carrying a stable,
 low-cardinality ``error_type``.  The executor freezes that type at the moment
 execution settles; nothing later may change it.
 
-Confinement (:mod:`session.fsaccess`): every path argument is walked from a
-descriptor of the session's working directory and must stay inside it after
+Confinement (:mod:`~tool_failure_guard.session.tools.fsaccess`): every path argument is
+walked from a descriptor of the session's working directory and must stay inside it after
 symlinks are resolved; a write follows no symlink and no file with a second
 hard link; only regular files are read or written, without blocking, in a
 worker thread (``not_a_regular_file`` for a pipe or device).  A path with a

@@ -22,8 +22,10 @@ the client shows: ``readOnlyHint: true`` -> ``read``, ``readOnlyHint: false``
 
 The outcome contract of a call (:data:`MCP_OUTCOME_TABLE`, documented in
 ``docs/outcome-contract.md``) is produced when the call settles: :meth:`McpTool.run`
-raises :class:`session.tools.ToolError` with the frozen execution error type,
-or :class:`session.tools.ToolNotStarted` when the server rejected the call
+raises :class:`~tool_failure_guard.session.tools.builtin.ToolError` with the frozen execution error
+type, or :class:`~tool_failure_guard.session.tools.builtin.ToolNotStarted` when the server rejected
+the
+call
 before executing it.
 """
 
@@ -153,7 +155,8 @@ def _checked_schema(server: str, tool: types.Tool) -> Mapping[str, Any]:
 
 @attrs.frozen(kw_only=True)
 class McpTool:
-    """One listed tool of a connected server, behind the :class:`session.tools.Tool` protocol."""
+    """One listed tool of a connected server, behind the
+    :class:`~tool_failure_guard.session.tools.builtin.Tool` protocol."""
 
     name: str  #: the registered name, ``mcp__<server>__<tool>``
     remote_name: str  #: the tool's name at the server

@@ -1,9 +1,9 @@
 """The guarded ACP agent: initialize, session/new, load, prompt, cancel and close.
 
-:func:`session.serve.serve` runs a
+:func:`~tool_failure_guard.session.transport.serve.serve` runs a
 :class:`GuardedAgent` on stdio with the ACP Python SDK.  The live sessions,
 their one lock each, their history writer locks and their bound are
-:mod:`session.lifecycle`'s.
+:mod:`~tool_failure_guard.session.transport.lifecycle`'s.
 """
 
 from __future__ import annotations
@@ -41,11 +41,8 @@ from tool_failure_guard.session.config.envconfig import (
 from tool_failure_guard.session.config.settings import DEFAULT_MCP_TIMEOUT as DEFAULT_MCP_TIMEOUT
 from tool_failure_guard.session.config.settings import resolve_settings
 from tool_failure_guard.session.model.base import Model
-from tool_failure_guard.session.persistence.history import (
-    HistoryError,
-    HistoryStore,
-    HistoryWriteError,
-)
+from tool_failure_guard.session.persistence.history import HistoryStore, HistoryWriteError
+from tool_failure_guard.session.persistence.messages import HistoryError
 from tool_failure_guard.session.persistence.pending import PendingInputLog
 from tool_failure_guard.session.persistence.replay import replay_updates
 from tool_failure_guard.session.pipeline.drain import (

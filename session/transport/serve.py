@@ -1,6 +1,7 @@
 """The agent on stdio: the SDK connection, its router wrappers, and the connection's end.
 
-:func:`serve` runs a :class:`~session.agent.GuardedAgent` on stdin/stdout with
+:func:`serve` runs a :class:`~tool_failure_guard.session.transport.agent.GuardedAgent` on
+stdin/stdout with
 the ACP Python SDK.  Log to stderr only: stdout carries the protocol.
 
 ``_meta`` hygiene: the SDK spreads a request's ``_meta`` keys into the
@@ -100,7 +101,8 @@ def quiet_notifications(handler: MethodHandler) -> MethodHandler:
 async def serve(agent: GuardedAgent, *, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
     """Serve ``agent`` on stdin/stdout until the client disconnects.
 
-    The SDK's connection reads stdin only through :mod:`session.framing`: bad,
+    The SDK's connection reads stdin only through
+    :mod:`~tool_failure_guard.session.transport.framing`: bad,
     huge and stray frames are answered or dropped there and never reach it.
     """
     from acp.agent.connection import AgentSideConnection

@@ -12,7 +12,7 @@ batch with one of these frozen values:
 - :class:`PromptCancelled`: the run was cancelled; keep the settled results,
   the guard was not consulted.
 
-Each carries the :class:`GuardStep` (the guard's :class:`guard.Decision` and
+Each carries the :class:`GuardStep` (the guard's :class:`~tool_failure_guard.guard.Decision` and
 what it saw) when the guard was consulted, so a host can report telemetry;
 telemetry never changes the action.
 """

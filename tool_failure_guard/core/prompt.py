@@ -21,7 +21,7 @@ Inside :meth:`PromptProtection.after_batch`, in the specification's order:
    (:class:`~tool_failure_guard.core.actions.PromptCancelled`);
 2. protections 1-2 (provider call-id replays, invalid parameters) may stop;
 3. the guard reduces the receipt with the input boundary (what arrived from
-   the user since the batch began: :data:`guard.InputBoundary`); ``stop``
+   the user since the batch began: :data:`~tool_failure_guard.guard.InputBoundary`); ``stop``
    stops as ``repeated_tool_execution_failure``, ``warn`` adds the reminder;
 4. protection 4 (the tool-call cap).
 

@@ -5,7 +5,7 @@ cancellation, provider duplicate) queues exactly one :class:`CallRecord`
 stamped with its ``ordinal`` (index among the batch's de-duplicated calls) and
 a ``sequence`` (arrival counter).  When every admitted call has settled the
 host asks :meth:`ReceiptBuilder.build` for the narrow
-:class:`guard.BatchReceipt`: records sorted by ordinal then sequence, and
+:class:`~tool_failure_guard.guard.BatchReceipt`: records sorted by ordinal then sequence, and
 ``complete`` only when the record count and the ordinal set both equal the
 call count.  A terminal frame that arrives for an ordinal already recorded, or
 after the receipt was built, is a late duplicate: it is dropped, never counted
