@@ -68,7 +68,7 @@ EVAL_ARGS ?=
 eval-setup:
 	$(PYTHON) evaluation/setup_model.py
 
-eval: $(STAMP) $(MCP_STAMP)
+eval: $(STAMP)
 	$(BIN)/python -m tool_failure_guard.evaluation run $(EVAL_ARGS)
 
 render: $(STAMP)
