@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from tool_failure_guard.evaluation import sections, stats
-from tool_failure_guard.evaluation.replays import PEER_RULES
+from tool_failure_guard.evaluation.replays import PEER_RULES, per_key_guard, shipped_guard
 from tool_failure_guard.evaluation.tasks import TASKS
 
 Record = Mapping[str, Any]
@@ -42,17 +42,18 @@ OpenAI-compatible server)."""
 def scale_note(meta: Mapping[str, Any], records: Sequence[Record]) -> str:
     cells = stats.group(records, "task", "arm")
     smallest = min((len(v) for v in cells.values()), default=0)
-    same, pairs = sections.first_batch_agreement(records)
+    first, whole, pairs = sections.off_shadow_agreement(records)
     return (
         f"{len(records)} episodes: {len(cells)} task × arm cells of {smallest} or more "
         f"seeds each, one {meta.get('model', '?')} model on {meta.get('hardware', '?')}. "
         "With so few episodes per cell the intervals are wide and overlap; a difference "
         "between arms is evidence only where the intervals separate, and per-task "
-        "numbers are anecdotes. The seeds are shared across arms, but the server's "
-        "sampling is not reproducible from run to run: off and shadow send the same "
-        f"requests, yet their first batches agree in {same} of {pairs} task × seed pairs "
-        "(llama-server's reuse of cached prompt state changes the numerics), so arms are "
-        "compared as samples, not episode by episode. A small quantised model loops "
+        "numbers are anecdotes. The seeds are shared across arms. Shadow sends the model "
+        f"exactly what off sends: of {pairs} off/shadow pairs (same task and seed), {first} "
+        f"made the same first batch and {whole} the same calls throughout, so an arm's "
+        "episodes are the other arms' sampling until a reminder or a stop makes them "
+        "differ, except where the server's numerics drift (the other pairs). A small "
+        "quantised model loops "
         "readily and reasons weakly; a "
         "stronger model may repeat failures less and heed reminders more. The peer "
         "rules are re-statements of documented rules, not those tools' code, and the "
@@ -78,7 +79,7 @@ def summary(records: Sequence[Record]) -> list[str]:
         f"- The guard reminded or would have reminded in {remind} of {len(records)} "
         f"episodes. On the failure tasks the model made a median of "
         f"{stats.fmt(statistics.median(calls)) if calls else '–'} tool calls "
-        f"({no_calls} of {len(failures)} episodes made none) before giving up"
+        f"per episode ({no_calls} of {len(failures)} episodes made none)"
         + (
             ": it never failed the same way 8 times, so the guard's threshold was not reached."
             if remind == 0
@@ -101,12 +102,34 @@ def summary(records: Sequence[Record]) -> list[str]:
             "- From the (would-be) reminder on, the model made a median of "
             + ", ".join(
                 f"{stats.fmt(statistics.median(v))} further calls in {arm} "
-                f"({len(v)} episodes{', nothing sent' if arm == 'shadow' else ''})"
+                f"({len(v)} episodes, {stats.fmt(sum(v))} calls in all"
+                f"{', nothing sent' if arm == 'shadow' else ''})"
                 for arm, v in reached.items()
                 if v
             )
             + "."
         )
+    sent = stats.follow_up_counts(r for r in records if r["arm"] in ("warn", "enforce"))
+    baseline = stats.follow_up_counts(r for r in records if r["arm"] == "shadow")
+    if sent or baseline:
+        total_sent, total_base = sum(sent.values()), sum(baseline.values())
+        lines.append(
+            f"- After the {total_sent} reminders sent (warn and enforce) the next batch "
+            f"changed course {total_sent - sent.get('repeated', 0)} times; at the same point "
+            f"in shadow, where nothing was sent, the model repeated the failing call "
+            f"{baseline.get('repeated', 0)} of {total_base} times."
+        )
+    guard_stops = [r for r in records if r.get("loop_type") == "repeated_tool_execution_failure"]
+    lines.append(
+        f"- The guard stopped {len(guard_stops)} episodes, "
+        f"{sum(r['kind'] == 'control' for r in guard_stops)} of them on control tasks."
+    )
+    clean = [r for r in records if r["arm"] in ("off", "shadow")]
+    differ = sum(shipped_guard(r["batches"]) != per_key_guard(r["batches"]) for r in clean)
+    lines.append(
+        f"- The one-streak-per-key what-if fires differently from the shipped guard on "
+        f"{differ} of {len(clean)} off/shadow episodes."
+    )
     lines += [
         f"- {label} [re-stated rule] would have fired on {n} of {len(clean_controls)} "
         "off/shadow control episodes."
@@ -200,8 +223,8 @@ def render(records: Sequence[Record], meta: Mapping[str, Any], *, plot_name: str
         "(shadow), and the tool calls the model made after that batch. In shadow nothing "
         "was sent, so its row is what the model does on its own from that point; warn "
         "shows what the reminder alone changes, enforce what the reminder and the stop "
-        "change. The arms share seeds but not necessarily the same episodes: an arm's "
-        "sampling diverges from another's once their requests differ.",
+        "change. Until the reminder the arms mostly sample the same course (see the scale "
+        "note), so the rows are largely the same task and seed pairs, listed in each row.",
         "",
         *sections.after_reminder(records),
         "",

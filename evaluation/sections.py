@@ -53,6 +53,8 @@ def meta_table(meta: Mapping[str, Any], records: Sequence[Record]) -> list[str]:
         ("episodes", str(len(records))),
         ("measured run time", str(meta.get("run_time", "?"))),
     ]
+    if "setup_this_run" in meta:
+        rows.append(("set-up on this run", str(meta["setup_this_run"])))
     setup = meta.get("setup_measured") or {}
     rows += [(f"set-up: {step}", str(spent)) for step, spent in sorted(setup.items())]
     return table(("", "value"), rows)
@@ -298,6 +300,7 @@ def after_reminder(records: Sequence[Record]) -> list[str]:
                 stats.fmt_interval(stats.median_interval(after)),
                 stats.fmt(sum(after)),
                 ", ".join(f"{label} {n}" for label, n in sorted(ends.items())),
+                ", ".join(sorted(f"{r['task']} s{r['seed']}" for r in chosen)),
                 stats.share(sum(bool(r["success"]) for r in chosen), len(chosen)),
             ]
         )
@@ -310,25 +313,26 @@ def after_reminder(records: Sequence[Record]) -> list[str]:
             "calls after it (median)",
             "calls after it (total)",
             "ended by",
+            "episodes (task, seed)",
             "success",
         ),
         rows,
     )
 
 
-def first_batch_agreement(records: Sequence[Record]) -> tuple[int, int]:
-    """(task x seed pairs whose off and shadow first batches are the same calls, pairs).
+def off_shadow_agreement(records: Sequence[Record]) -> tuple[int, int, int]:
+    """(pairs with the same first batch, pairs with the same calls throughout, pairs).
 
-    Shadow sends the model exactly what off sends, so with a seeded server the two
-    arms' first batches would be equal if the server's sampling were reproducible.
+    A pair is the off and the shadow episode of one task and seed.  Shadow sends
+    the model exactly what off sends, so with a seeded server the two would make
+    the same calls throughout if the server's sampling were reproducible.
     """
-    first: dict[tuple[str, str, int], tuple[tuple[str, str], ...]] = {}
+    calls: dict[tuple[str, str, int], list[list[tuple[str, str]]]] = {}
     for record in records:
         if record["arm"] in ("off", "shadow"):
-            batches = record["batches"]
-            calls = batches[0]["calls"] if batches else []
             key = (record["arm"], record["task"], record["seed"])
-            first[key] = tuple((c["name"], c["args"]) for c in calls)
-    pairs = [(t, s) for (arm, t, s) in first if arm == "off" and ("shadow", t, s) in first]
-    same = sum(first[("off", t, s)] == first[("shadow", t, s)] for t, s in pairs)
-    return same, len(pairs)
+            calls[key] = [[(c["name"], c["args"]) for c in b["calls"]] for b in record["batches"]]
+    pairs = [(t, s) for (arm, t, s) in calls if arm == "off" and ("shadow", t, s) in calls]
+    first = sum(calls[("off", t, s)][:1] == calls[("shadow", t, s)][:1] for t, s in pairs)
+    whole = sum(calls[("off", t, s)] == calls[("shadow", t, s)] for t, s in pairs)
+    return first, whole, len(pairs)

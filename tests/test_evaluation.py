@@ -264,14 +264,18 @@ def test_model_behaviour_counts_calls_written_as_text_and_repeats_within_a_batch
     assert _row(table, "control", "1", "0/1", "0/1", "0/1", "2", "2")
 
 
-def test_first_batch_agreement_pairs_off_with_shadow_per_task_and_seed() -> None:
+def test_off_shadow_agreement_pairs_off_with_shadow_per_task_and_seed() -> None:
     same = [_episode(arm, "failure", [_batch(READ_FAIL)]) for arm in ("off", "shadow")]
     differ = [
         _episode("off", "failure", [_batch(READ_FAIL)], seed=2),
         _episode("shadow", "failure", [_batch(CAT_FAIL)], seed=2),
     ]
+    later = [
+        _episode("off", "failure", [_batch(READ_FAIL), _batch(READ_FAIL)], seed=4),
+        _episode("shadow", "failure", [_batch(READ_FAIL), _batch(CAT_FAIL)], seed=4),
+    ]
     unpaired = [_episode("off", "failure", [_batch(READ_FAIL)], seed=3)]
-    assert sections.first_batch_agreement([*same, *differ, *unpaired]) == (1, 2)
+    assert sections.off_shadow_agreement([*same, *differ, *later, *unpaired]) == (2, 1, 3)
     warned = _episode("warn", "failure", [_batch(READ_FAIL)] * 3)
     warned["decisions"] = ["tracked", "warned", "stopped"]
     assert sections.reminder_index(warned) == 1 and sections.calls_after_reminder(warned) == 1
@@ -319,3 +323,9 @@ def test_the_chat_template_fix_is_derived_from_the_sdist_or_refused(tmp_path: Pa
     (other / setup_model.TEMPLATE_SOURCE).write_text("{{ messages }}")
     with pytest.raises(setup_model.SetupError, match="lacks"):
         setup_model.ensure_template(tmp_path / "fresh", other)
+
+
+def test_the_run_table_says_whether_this_run_reused_the_set_up() -> None:
+    rows = "\n".join(sections.meta_table({"setup_this_run": "0.3 s (everything cached)"}, []))
+    assert _row(rows, "set-up on this run", "0.3 s (everything cached)")
+    assert "set-up on this run" not in "\n".join(sections.meta_table({}, []))
