@@ -230,7 +230,13 @@ class GuardedRun:
             for call_id in interrupted:
                 self.settle(call_id, interrupted_call)
             self._batch, self._calls = None, {}
-            self._report_calls(batch)
+            _telemetry.report_calls(
+                _log,
+                self.telemetry,
+                prompt_id=self.prompt_id,
+                batch=batch,
+                batch_ordinal=self.protection.batches,
+            )
         if self.tool_calls and not self.observed:
             _log.warning(
                 "tool_failure_guard.integrations.openai_agents: the run executed %d tool "
