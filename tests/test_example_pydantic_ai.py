@@ -2,57 +2,23 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from host_behaviour import SCENARIOS
-from openai_server import FakeOpenAI, serve
+from example_runner import LOOP, run_workspace_example
+from openai_server import FakeOpenAI
 
 from tool_failure_guard.guard import (
-    GUARD_MODE_ENV_VAR,
     REPEATED_TOOL_FAILURE_REMINDER,
     REPEATED_TOOL_FAILURE_STOP_MESSAGE,
 )
-
-ROOT = Path(__file__).resolve().parents[1]
-LOOP = next(s for s in SCENARIOS if s.name == "failing_loop")
 
 
 def run_example(
     tmp_path: Path, *args: str, env_mode: str | None = None
 ) -> tuple[FakeOpenAI, subprocess.CompletedProcess[str]]:
-    (tmp_path / "notes.txt").write_text("hello\n", encoding="utf-8")
-    with serve(FakeOpenAI(LOOP.replies())) as fake:
-        env = {
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-            "HOME": str(tmp_path),
-            "PYTHONPATH": str(ROOT),
-            "OPENAI_BASE_URL": fake.base_url,
-            "OPENAI_API_KEY": "sk-test-key",
-        }
-        if env_mode is not None:
-            env[GUARD_MODE_ENV_VAR] = env_mode
-        done = subprocess.run(
-            [
-                sys.executable,
-                str(ROOT / "examples" / "pydantic_ai_agent.py"),
-                "--model",
-                "test-model",
-                "--workspace",
-                str(tmp_path),
-                *args,
-                "Read missing.txt",
-            ],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=120,
-            check=False,
-        )
-    return fake, done
+    return run_workspace_example("pydantic_ai_agent.py", tmp_path, *args, env_mode=env_mode)
 
 
 def test_enforce_stops_the_loop_with_the_typed_stop_and_no_further_request(tmp_path: Path) -> None:

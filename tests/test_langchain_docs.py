@@ -8,13 +8,12 @@ subprocess, against the 127.0.0.1 test server.
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
+from example_runner import reading, run_root_example
 from openai_server import FakeOpenAI, Reply, call, serve
 
 from tool_failure_guard.guard import (
@@ -25,7 +24,6 @@ from tool_failure_guard.integrations.langchain import OUTCOME_ROWS, TOOL_ERROR_S
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "integrations.md"
-EXAMPLE = ROOT / "examples" / "langchain_agent.py"
 
 
 def _section() -> str:
@@ -62,35 +60,13 @@ def test_the_docs_show_the_entry_point_and_the_pins() -> None:
 
 
 def _example(fake: FakeOpenAI, root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {
-        **os.environ,
-        "OPENAI_BASE_URL": fake.base_url,
-        "OPENAI_API_KEY": "sk-test-key",
-        "QWEN_CODE_ACP_REPEATED_TOOL_FAILURE_GUARD": "enforce",
-        "LANGSMITH_TRACING": "false",
-    }
-    return subprocess.run(
-        [sys.executable, str(EXAMPLE), "--model", "test-model", "--root", str(root), *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
+    return run_root_example(
+        "langchain_agent.py", fake, root, *args, env={"LANGSMITH_TRACING": "false"}
     )
 
 
-def _reading(path: str):  # type: ignore[no-untyped-def]
-    def respond(body: dict[str, Any]) -> Reply:
-        n = sum(1 for m in body["messages"] if m["role"] == "assistant")
-        if n >= 20:
-            return Reply(text="I could not read it.")
-        return Reply(calls=tuple(call(f"c{n}-{i}", "read_file", {"path": path}) for i in range(4)))
-
-    return respond
-
-
 def test_the_example_is_stopped_by_the_guard_on_a_failing_loop(tmp_path: Path) -> None:
-    fake = FakeOpenAI(_reading("missing.md"))
+    fake = FakeOpenAI(reading("missing.md", calls_per_turn=4))
     with serve(fake):
         done = _example(fake, tmp_path, "Summarise missing.md")
     assert done.returncode == 3, done.stderr

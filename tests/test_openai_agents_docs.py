@@ -8,12 +8,11 @@ it, as a subprocess, against the 127.0.0.1 test server.
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
+from example_runner import reading, run_root_example
 from openai_server import FakeOpenAI, Reply, call, serve
 
 from tool_failure_guard.guard import (
@@ -24,7 +23,6 @@ from tool_failure_guard.integrations.openai_agents import OUTCOME_ROWS
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "integrations.md"
-EXAMPLE = ROOT / "examples" / "openai_agents_agent.py"
 
 
 def _table(name: str) -> list[list[str]]:
@@ -54,34 +52,11 @@ def test_the_docs_show_the_entry_point_the_module_exports() -> None:
 
 
 def _example(fake: FakeOpenAI, root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {
-        **os.environ,
-        "OPENAI_BASE_URL": fake.base_url,
-        "OPENAI_API_KEY": "sk-test-key",
-        "QWEN_CODE_ACP_REPEATED_TOOL_FAILURE_GUARD": "enforce",
-    }
-    return subprocess.run(
-        [sys.executable, str(EXAMPLE), "--model", "test-model", "--root", str(root), *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-
-
-def _reading(path: str):  # type: ignore[no-untyped-def]
-    def respond(body: dict[str, Any]) -> Reply:
-        n = sum(1 for m in body["messages"] if m["role"] == "assistant")
-        if n >= 20:
-            return Reply(text="I could not read it.")
-        return Reply(calls=(call(f"c{n}", "read_file", {"path": path}),))
-
-    return respond
+    return run_root_example("openai_agents_agent.py", fake, root, *args)
 
 
 def test_the_example_is_stopped_by_the_guard_on_a_failing_loop(tmp_path: Path) -> None:
-    fake = FakeOpenAI(_reading("missing.md"))
+    fake = FakeOpenAI(reading("missing.md"))
     with serve(fake):
         done = _example(fake, tmp_path, "Summarise missing.md")
     assert done.returncode == 3, done.stderr
