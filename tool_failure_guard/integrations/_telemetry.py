@@ -18,11 +18,12 @@ from tool_failure_guard.core import (
     PromptProtection,
     Stop,
 )
-from tool_failure_guard.guard import DecisionKind
+from tool_failure_guard.guard import DecisionKind, GuardMode
 from tool_failure_guard.session.telemetry.sink import (
     CallRecord,
     GuardTelemetry,
     OutcomeTelemetry,
+    PromptOutcome,
 )
 
 
@@ -129,3 +130,49 @@ def report_batch(
         report(
             log, lambda: telemetry.loop_detected(prompt_id=prompt_id, loop_type=action.loop_type)
         )
+
+
+def report_prompt_only_outcome(
+    log: logging.Logger,
+    telemetry: GuardTelemetry,
+    *,
+    prompt_id: str,
+    route: str,
+    mode: GuardMode,
+    stop_reason: str,
+    loop_type: str | None,
+    model_turns: int,
+    tool_calls: int,
+    tool_call_cap: int,
+    batches: int,
+    input_tokens: int | None,
+    output_tokens: int | None,
+    wall_time_s: float,
+) -> None:
+    """The per-run outcome record of a framework with no mid-run input path.
+
+    No user input reaches such a run while it goes on: like a plain ACP host
+    declared prompt-only, every boundary is reliably quiet, and rollout keeps
+    these runs in the prompt-only cohort, apart from drain hosts.
+    """
+    if not isinstance(telemetry, OutcomeTelemetry):
+        return
+    sink = telemetry
+    outcome = PromptOutcome(
+        prompt_id=prompt_id,
+        route=route,
+        mode=mode.value,
+        stop_reason=stop_reason,
+        loop_type=loop_type,
+        model_turns=model_turns,
+        tool_calls=tool_calls,
+        tool_call_cap=tool_call_cap,
+        batches=batches,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        model_latency_s=None,
+        wall_time_s=wall_time_s,
+        drain_supported=False,
+        input_boundary="prompt-only",
+    )
+    report(log, lambda: sink.prompt_finished(outcome))

@@ -37,8 +37,6 @@ from tool_failure_guard.integrations.langchain._outcomes import replayed
 from tool_failure_guard.session.telemetry.sink import (
     GuardTelemetry,
     NullTelemetry,
-    OutcomeTelemetry,
-    PromptOutcome,
 )
 
 #: The ``route`` of this adapter's telemetry (``session.telemetry.FRAMEWORK_ROUTES``).
@@ -225,35 +223,22 @@ class GuardedRun:
                 "without invoking the tools?)",
                 self.tool_calls,
             )
-        stop = self.stop
-        outcome = PromptOutcome(
+        _telemetry.report_prompt_only_outcome(
+            LOGGER,
+            self.telemetry,
             prompt_id=self.run_id,
             route=ROUTE,
-            mode=self.mode.value,
+            mode=self.mode,
             stop_reason=stop_reason,
-            loop_type=stop.loop_type if stop is not None else None,
+            loop_type=self.stop.loop_type if self.stop is not None else None,
             model_turns=self.model_turns,
             tool_calls=self.tool_calls,
             tool_call_cap=self.tool_call_cap,
             batches=self.protection.batches,
             input_tokens=self.input_tokens,
             output_tokens=self.output_tokens,
-            model_latency_s=None,
             wall_time_s=max(0.0, self._clock() - self._started),
-            # No mid-run user input reaches a run: like a plain ACP host declared
-            # prompt-only, every boundary is reliably quiet, and rollout keeps these
-            # prompts in the prompt-only cohort, apart from drain hosts.
-            drain_supported=False,
-            input_boundary="prompt-only",
         )
-        sink = self.telemetry
-        if isinstance(sink, OutcomeTelemetry):
-            self._report(lambda: sink.prompt_finished(outcome))
-
-    # -- telemetry (after the action; never changes it) ----------------------------
-
-    def _report(self, emit: Callable[[], None]) -> None:
-        _telemetry.report(LOGGER, emit)
 
     def _count_usage(self, usage: Any) -> None:
         if not isinstance(usage, dict):

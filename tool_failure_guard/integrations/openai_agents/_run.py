@@ -40,8 +40,6 @@ from tool_failure_guard.integrations.openai_agents._outcomes import replayed
 from tool_failure_guard.session.telemetry.sink import (
     GuardTelemetry,
     NullTelemetry,
-    OutcomeTelemetry,
-    PromptOutcome,
 )
 
 #: The ``route`` of this adapter's telemetry (``session.telemetry.FRAMEWORK_ROUTES``).
@@ -244,35 +242,22 @@ class GuardedRun:
                 "protecting this agent (are its tools FunctionTools of the guarded agent?)",
                 self.tool_calls,
             )
-        stop = self.stop
-        outcome = PromptOutcome(
+        _telemetry.report_prompt_only_outcome(
+            _log,
+            self.telemetry,
             prompt_id=self.prompt_id,
             route=ROUTE,
-            mode=self.mode.value,
+            mode=self.mode,
             stop_reason=stop_reason,
-            loop_type=stop.loop_type if stop is not None else None,
+            loop_type=self.stop.loop_type if self.stop is not None else None,
             model_turns=self.model_turns,
             tool_calls=self.tool_calls,
             tool_call_cap=self.tool_call_cap,
             batches=self.protection.batches,
             input_tokens=self.input_tokens,
             output_tokens=self.output_tokens,
-            model_latency_s=None,
             wall_time_s=max(0.0, self._clock() - self._started),
-            # No mid-run user input reaches a run: like a plain ACP host declared
-            # prompt-only, every boundary is reliably quiet, and rollout keeps these
-            # prompts in the prompt-only cohort, apart from drain hosts.
-            drain_supported=False,
-            input_boundary="prompt-only",
         )
-        sink = self.telemetry
-        if isinstance(sink, OutcomeTelemetry):
-            self._report(lambda: sink.prompt_finished(outcome))
-
-    # -- telemetry (after the action; never changes it) -------------------------------
-
-    def _report(self, emit: Callable[[], None]) -> None:
-        _telemetry.report(_log, emit)
 
     def _count_usage(self, usage: Any) -> None:
         if usage is None:
