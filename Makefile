@@ -66,7 +66,7 @@ bench: $(STAMP)
 # outside the repository; OPENAI_BASE_URL + TFG_EVAL_MODEL point it at your own server.
 EVAL_ARGS ?=
 eval-setup:
-	$(PYTHON) evaluation/setup_model.py
+	$(PYTHON) -m evaluation.setup_model
 
 eval: $(STAMP)
 	$(BIN)/python -m tool_failure_guard.evaluation run $(EVAL_ARGS)

