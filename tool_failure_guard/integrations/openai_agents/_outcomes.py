@@ -72,21 +72,32 @@ def returned(call: FunctionCall, output: object) -> CallOutcome:
     return succeeded(call, _text(output))
 
 
-def from_exception(call: FunctionCall, exc: BaseException, *, timed_out: bool) -> CallOutcome:
+def from_exception(call: FunctionCall, exc: BaseException) -> CallOutcome:
     """The tool's body (or the SDK's argument decoding in front of it) raised ``exc``.
 
     ``ModelBehaviorError`` is the SDK's argument failure (invalid JSON, a schema
-    violation): the call never started.  A cancellation while running is
-    ``cancelled`` unless the tool's own ``timeout_seconds`` elapsed
-    (``timed_out``): that is an execution failure typed ``timeout``.
+    violation): the call never started.  ``ToolTimeoutError`` is the SDK's timeout
+    with ``timeout_behavior="raise_exception"``: an execution failure typed
+    ``timeout``.  A cancellation while running is ``cancelled`` (a timeout the SDK
+    answered with text is :func:`timed_out`, told by the SDK's own handling).
     """
     if isinstance(exc, ModelBehaviorError):
         return invalid_arguments(call, "the tool's arguments failed validation")
-    if isinstance(exc, ToolTimeoutError) or (isinstance(exc, asyncio.CancelledError) and timed_out):
+    if isinstance(exc, ToolTimeoutError):
         return failed(call, TIMEOUT, f"the tool ran past its timeout ({type(exc).__name__})")
     if isinstance(exc, asyncio.CancelledError):
         return cancelled_during(call)
     return raised(call, exc)
+
+
+def timed_out(call: FunctionCall) -> CallOutcome:
+    """The SDK cancelled the tool at its ``timeout_seconds`` and answered the model."""
+    return failed(call, TIMEOUT, "the tool ran past its timeout_seconds")
+
+
+def running_when_cut(call: FunctionCall) -> CallOutcome:
+    """The run was cancelled while the call ran (the SDK does not wait for its task)."""
+    return cancelled_during(call)
 
 
 def not_registered(call: FunctionCall) -> CallOutcome:

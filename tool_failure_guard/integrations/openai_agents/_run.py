@@ -36,7 +36,7 @@ from tool_failure_guard.integrations import _telemetry
 from tool_failure_guard.integrations.openai_agents._outcomes import (
     interrupted as interrupted_call,
 )
-from tool_failure_guard.integrations.openai_agents._outcomes import replayed
+from tool_failure_guard.integrations.openai_agents._outcomes import replayed, running_when_cut
 from tool_failure_guard.session.telemetry.sink import (
     GuardTelemetry,
     NullTelemetry,
@@ -110,6 +110,7 @@ class GuardedRun:
         self._started = clock()
         self._batch: BatchSettlement | None = None
         self._calls: dict[str, FunctionCall] = {}
+        self._running: dict[str, None] = {}  # started, not settled (in start order)
         self._reminders: list[_Reminder] = []
         self.stop: GuardStop | None = None
         self.decisions: list[str] = []
@@ -137,6 +138,7 @@ class GuardedRun:
         admission = self.protection.admit(calls)
         self._batch = self.protection.open_batch(admission)
         self._calls = {call.call_id: call for call in admission.calls}
+        self._running = {}
         self.tool_calls += len(admission.executable)
         # A replayed answered call id is never executed: its record is settled now (the SDK
         # skips such a call itself; the adapter's invoker refuses it if the SDK does not).
@@ -147,11 +149,17 @@ class GuardedRun:
         batch = self._batch
         return batch is not None and batch.is_provider_duplicate(call_id)
 
+    def started(self, call_id: str) -> None:
+        """The open batch's call ``call_id`` started running (its tool was invoked)."""
+        if call_id in self._calls:
+            self._running[call_id] = None
+
     def settle(self, call_id: str, outcome_of: Callable[[FunctionCall], CallOutcome]) -> None:
         """Settle the open batch's call ``call_id`` (ignored when no batch holds it)."""
         batch, call = self._batch, self._calls.get(call_id)
         if batch is None or call is None:
             return
+        self._running.pop(call_id, None)
         outcome = outcome_of(call)
         if batch.settle(outcome) is None:
             return  # a late duplicate: never counted
@@ -167,7 +175,7 @@ class GuardedRun:
         batch = self._batch
         if batch is None:
             return None
-        self._batch, self._calls = None, {}
+        self._batch, self._calls, self._running = None, {}, {}
         action = self.protection.after_batch(batch, cancelled=cancelled)
         step = action.guard_step if isinstance(action, Continue | Stop) else None
         if step is not None:
@@ -227,7 +235,12 @@ class GuardedRun:
             # The run is over: no decision can act any more; report what settled.
             for call_id in interrupted:
                 self.settle(call_id, interrupted_call)
-            self._batch, self._calls = None, {}
+            if stop_reason == "cancelled":
+                # the SDK does not wait for a cancelled run's tool tasks: a call that started
+                # and has not settled was cancelled while running (its own settle comes late)
+                for call_id in list(self._running):
+                    self.settle(call_id, running_when_cut)
+            self._batch, self._calls, self._running = None, {}, {}
             _telemetry.report_calls(
                 _log,
                 self.telemetry,

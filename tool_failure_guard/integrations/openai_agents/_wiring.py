@@ -30,7 +30,11 @@ from agents.exceptions import AgentsException
 from agents.handoffs import Handoff
 from agents.items import ModelResponse
 from agents.run_config import CallModelData, ModelInputData, ToolErrorFormatterArgs
-from agents.tool import _FailureHandlingFunctionToolInvoker
+from agents.tool import (
+    _DEFAULT_FAILURE_HANDLED_ATTR,
+    _FailureHandlingFunctionToolInvoker,
+    _invoke_function_tool_with_metadata,
+)
 from agents.tool_context import ToolContext
 
 from tool_failure_guard.core import FunctionCall, Stop
@@ -70,39 +74,77 @@ def _observing(impl: Invoke) -> Invoke:
 
 
 class _Observer:
-    """Settles one tool's calls in the run (shared by the invoker and its rebinds)."""
+    """Settles one tool's calls in the run (shared by the invoker and its rebinds).
+
+    A tool with ``timeout_seconds`` runs under the SDK's own timeout handling
+    (``agents.tool._invoke_function_tool_with_metadata``: ``asyncio.wait_for``, then
+    ``ToolTimeoutError`` or the timeout text), called from here instead of around
+    here, so its verdict is seen: ``ToolTimeoutError`` raised, or the tool's body
+    cancelled and the SDK answering anyway (only its timeout branch does that).  The
+    copy the SDK runs has ``timeout_seconds`` None, so the timeout is applied once.
+    A clock comparison cannot tell: the SDK's timer starts before the body does.
+    """
 
     def __init__(self, run: GuardedRun, tool: FunctionTool) -> None:
         self.run = run
-        self.timeout_s = tool.timeout_seconds
+        self.timed = tool if tool.timeout_seconds is not None else None
 
     async def invoke(self, ctx: ToolContext[Any], input: str, call: Invoke) -> Any:
         call_id = ctx.tool_call_id
         if self.run.is_replay(call_id):
             self.run.settle(call_id, outcomes.replayed)
             return REPLAY_TEXT
+        self.run.started(call_id)
         box: list[BaseException] = []
         token = _RAISED.set(box)
-        loop = asyncio.get_running_loop()
-        started = loop.time()
+        timed_out = False
         try:
-            result = await call(ctx, input)
-        except BaseException as escaped:
-            self._settle_raised(call_id, escaped, self._timed_out(loop.time() - started))
+            if self.timed is None:
+                result = await call(ctx, input)
+            else:
+                result, timed_out = await self._sdk_timed(self.timed, ctx, input, call)
+        except BaseException as escaped:  # ToolTimeoutError (raise_exception), a cancellation
+            self._settle_raised(call_id, escaped)
             raise
         finally:
             _RAISED.reset(token)
-        if box:  # the tool raised; its failure handler answered the model with text
-            self._settle_raised(call_id, box[0], False)
+        if timed_out:  # the SDK answered the model with its timeout result
+            self.run.settle(call_id, outcomes.timed_out)
+        elif box:  # the tool raised; its failure handler answered the model with text
+            self._settle_raised(call_id, box[0])
         else:
             self.run.settle(call_id, lambda c: outcomes.returned(c, result))
         return result
 
-    def _settle_raised(self, call_id: str, exc: BaseException, timed_out: bool) -> None:
-        self.run.settle(call_id, lambda c: outcomes.from_exception(c, exc, timed_out=timed_out))
+    def _settle_raised(self, call_id: str, exc: BaseException) -> None:
+        self.run.settle(call_id, lambda c: outcomes.from_exception(c, exc))
 
-    def _timed_out(self, elapsed: float) -> bool:
-        return self.timeout_s is not None and elapsed >= self.timeout_s
+    @staticmethod
+    async def _sdk_timed(
+        timed: FunctionTool, ctx: ToolContext[Any], input: str, call: Invoke
+    ) -> tuple[Any, bool]:
+        """``call`` under the SDK's timeout handling of ``timed``; and whether it timed out.
+
+        The SDK returns (rather than raises) after cancelling the body only in its
+        timeout branch, so a cancelled body and a returned answer is a timeout.
+        """
+        tool = copy.copy(timed)
+        cancelled: list[bool] = []
+
+        async def body(inner: ToolContext[Any], arguments: str) -> Any:
+            try:
+                return await call(inner, arguments)
+            except asyncio.CancelledError:
+                cancelled.append(True)
+                raise
+
+        tool.on_invoke_tool = body
+        answer = await _invoke_function_tool_with_metadata(
+            function_tool=tool, context=ctx, arguments=input
+        )
+        if answer.is_sdk_generated_error:  # the SDK's own text: pass its mark on, as it would
+            setattr(ctx, _DEFAULT_FAILURE_HANDLED_ATTR, True)
+        return answer.output, bool(cancelled)
 
 
 class _ObservedInvoker(_FailureHandlingFunctionToolInvoker):
@@ -141,6 +183,7 @@ def observed_tool(tool: FunctionTool, run: GuardedRun) -> FunctionTool:
     """A copy of ``tool`` whose every call settles in ``run`` (the original is untouched)."""
     clone = copy.copy(tool)
     observer = _Observer(run, tool)
+    clone.timeout_seconds = None  # applied by the observer, through the SDK's own handling
     invoker = clone.on_invoke_tool
     if isinstance(invoker, _FailureHandlingFunctionToolInvoker):
         wrapped = _ObservedInvoker(
