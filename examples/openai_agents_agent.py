@@ -62,7 +62,9 @@ async def main(argv: list[str] | None = None) -> int:
     set_tracing_disabled(True)  # nothing is exported to a tracing service
 
     agent = build_agent(args.model, args.base_url, api_key, args.root.resolve())
-    runner = GuardedRunner(mode=args.mode)  # guard: 2/3 (mode None: the environment's)
+    # Runner.run(agent, ...) becomes GuardedRunner.run(agent, ...): the class form takes the
+    # mode from the environment; an instance, GuardedRunner(mode=...), is an explicit choice.
+    runner = GuardedRunner if args.mode is None else GuardedRunner(mode=args.mode)  # guard: 2/3
     if args.stream:
         streamed = runner.run_streamed(agent, args.prompt, max_turns=args.max_turns)  # 3/3
         async for _event in streamed.stream_events():

@@ -2,12 +2,13 @@
 
 One entry point, :class:`GuardedRunner`: it runs an existing ``Agent`` exactly
 like ``agents.Runner`` does (``run``, ``run_sync``, ``run_streamed``, the same
-arguments), with a fresh guard for every run::
+arguments), with a fresh guard for every run; on the class, as ``Runner``'s are
+called, or on an instance with an explicit configuration::
 
     from tool_failure_guard.integrations.openai_agents import GuardedRunner
 
-    runner = GuardedRunner()  # the mode: QWEN_CODE_ACP_REPEATED_TOOL_FAILURE_GUARD
-    result = await runner.run(agent, "Fix the build")  # was: await Runner.run(agent, ...)
+    # the mode: QWEN_CODE_ACP_REPEATED_TOOL_FAILURE_GUARD (GuardedRunner(mode=...).run: explicit)
+    result = await GuardedRunner.run(agent, "Fix the build")  # was: await Runner.run(agent, ...)
     if (stop := GuardedRunner.stop_of(result)) is not None:
         ...  # the guard stopped the run: stop.loop_type, stop.notice
 
@@ -20,13 +21,24 @@ from __future__ import annotations
 
 import asyncio
 import weakref
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, TypeAlias, Unpack
 
-from agents import Agent, MaxTurnsExceeded, Runner, RunResult, RunResultStreaming, RunState
+from agents import (
+    Agent,
+    MaxTurnsExceeded,
+    Runner,
+    RunResult,
+    RunResultStreaming,
+    RunState,
+    TResponseInputItem,
+)
 from agents.result import RunResultBase
+from agents.run_config import RunOptions
 
 from tool_failure_guard.core import DEFAULT_TOOL_CALL_CAP
 from tool_failure_guard.guard import GuardMode
+from tool_failure_guard.integrations.openai_agents._either import either
 from tool_failure_guard.integrations.openai_agents._outcomes import OUTCOME_ROWS, OutcomeRow
 from tool_failure_guard.integrations.openai_agents._run import (
     ROUTE,
@@ -53,6 +65,9 @@ __all__ = [
     "RepeatedToolFailureStopped",
     "RunReport",
 ]
+
+#: What ``Runner.run`` takes as input: a prompt, input items, or a run state to resume.
+RunInput: TypeAlias = "str | list[TResponseInputItem] | RunState[Any]"
 
 #: The run behind each live result a guarded run returned (``stop_of``), by identity:
 #: the SDK's results are unhashable dataclasses; an entry leaves with its result.
@@ -111,32 +126,48 @@ class GuardedRunner:
 
     # -- the three ways to run ---------------------------------------------------------
 
-    async def run(self, starting_agent: Agent[Any], input: Any, **kwargs: Any) -> RunResult:
-        """``Runner.run`` with a fresh guard (same arguments)."""
-        run, agent, kwargs = self._prepare(starting_agent, input, kwargs)
+    @either
+    async def run(
+        self,
+        starting_agent: Agent[Any],
+        input: RunInput,
+        **kwargs: Unpack[RunOptions[Any]],
+    ) -> RunResult:
+        """``Runner.run`` with a fresh guard (same arguments; on the class or an instance)."""
+        run, agent, options = self._prepare(starting_agent, input, kwargs)
         try:
-            result = await Runner.run(agent, input, **kwargs)
+            result = await Runner.run(agent, input, **options)
         except BaseException as error:
             run.finish(_stop_reason(error))
             raise
         return self._finished(run, result)
 
-    def run_sync(self, starting_agent: Agent[Any], input: Any, **kwargs: Any) -> RunResult:
-        """``Runner.run_sync`` with a fresh guard (same arguments)."""
-        run, agent, kwargs = self._prepare(starting_agent, input, kwargs)
+    @either
+    def run_sync(
+        self,
+        starting_agent: Agent[Any],
+        input: RunInput,
+        **kwargs: Unpack[RunOptions[Any]],
+    ) -> RunResult:
+        """``Runner.run_sync`` with a fresh guard (same arguments; on the class or an instance)."""
+        run, agent, options = self._prepare(starting_agent, input, kwargs)
         try:
-            result = Runner.run_sync(agent, input, **kwargs)
+            result = Runner.run_sync(agent, input, **options)
         except BaseException as error:
             run.finish(_stop_reason(error))
             raise
         return self._finished(run, result)
 
+    @either
     def run_streamed(
-        self, starting_agent: Agent[Any], input: Any, **kwargs: Any
+        self,
+        starting_agent: Agent[Any],
+        input: RunInput,
+        **kwargs: Unpack[RunOptions[Any]],
     ) -> RunResultStreaming:
-        """``Runner.run_streamed`` with a fresh guard (same arguments)."""
-        run, agent, kwargs = self._prepare(starting_agent, input, kwargs)
-        result = Runner.run_streamed(agent, input, **kwargs)
+        """``Runner.run_streamed`` with a fresh guard (same arguments; class or instance)."""
+        run, agent, options = self._prepare(starting_agent, input, kwargs)
+        result = Runner.run_streamed(agent, input, **options)
         _remember(result, run)
         task = result.run_loop_task
         if task is None:  # pragma: no cover - the SDK always starts one
@@ -157,7 +188,7 @@ class GuardedRunner:
     # -- internals ---------------------------------------------------------------------
 
     def _prepare(
-        self, starting_agent: Agent[Any], input: Any, kwargs: dict[str, Any]
+        self, starting_agent: Agent[Any], input: RunInput, options: Mapping[str, Any]
     ) -> tuple[GuardedRun, Agent[Any], dict[str, Any]]:
         if not isinstance(starting_agent, Agent):
             raise TypeError(
@@ -169,7 +200,7 @@ class GuardedRunner:
         if isinstance(input, RunState):
             # A resumed run: the calls that waited for approval are its first batch.
             run.open(pending_calls(input))
-        kwargs = dict(kwargs)
+        kwargs = dict(options)
         kwargs["hooks"] = GuardHooks(run, kwargs.get("hooks"))
         kwargs["run_config"] = guarded_config(kwargs.get("run_config"), run)
         return run, guarded_agent(starting_agent, run), kwargs
