@@ -33,7 +33,7 @@ def in_process_session(
     """Create session ``s1`` in ``store`` with ``project`` as its cwd, talking to ``client``.
 
     Without ``drain_supported`` the session has no drain method to call (a host
-    without ``_craft/drainMidTurnQueue``).  ``boundary`` is the operator's
+    without ``craft/drainMidTurnQueue``).  ``boundary`` is the operator's
     declared input boundary (``TOOL_FAILURE_GUARD_INPUT_BOUNDARY``).
     """
     store.create(SESSION_ID, str(project))

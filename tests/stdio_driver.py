@@ -173,8 +173,10 @@ class RawAgent:
             result: Any = {"outcome": {"outcome": "selected", "optionId": option["optionId"]}}
         elif method == f"_{DRAIN_METHOD}":
             result = {"messages": [], "hasQueuedPrompt": False}
-        else:
-            result = None
+        else:  # the bare drain name too: this host speaks only the ``_`` one
+            error = {"code": -32601, "message": "Method not found", "data": {"method": method}}
+            self.send(frame({"jsonrpc": "2.0", "id": request["id"], "error": error}))
+            return
         self.send(frame({"jsonrpc": "2.0", "id": request["id"], "result": result}))
 
     # -- the ACP exchange ---------------------------------------------------------

@@ -33,7 +33,7 @@ from tool_failure_guard.guard import (
     REPEATED_TOOL_FAILURE_REMINDER,
     REPEATED_TOOL_FAILURE_STOP_MESSAGE,
 )
-from tool_failure_guard.session.pipeline.drain import DRAIN_WIRE_NAME
+from tool_failure_guard.session.transport.drain_names import DRAIN_NAMES
 
 ROOT = Path(__file__).resolve().parent.parent
 ACPX = ROOT / ".clients" / "node_modules" / ".bin" / "acpx"
@@ -130,8 +130,8 @@ def reminders(fake: FakeOpenAI) -> list[int]:
     return [fake.count_in(i, REPEATED_TOOL_FAILURE_REMINDER) for i in range(len(fake.requests))]
 
 
-def drain_requests(lines: list[dict[str, Any]]) -> int:
-    return sum(1 for line in lines if line.get("method") == DRAIN_WIRE_NAME)
+def drain_requests(lines: list[dict[str, Any]]) -> list[str]:
+    return [line["method"] for line in lines if line.get("method") in DRAIN_NAMES]
 
 
 @pytest.mark.parametrize("permissions", [["--approve-all"], ["--permission-policy", POLICY]])
@@ -144,7 +144,7 @@ def test_prompt_only_in_enforce_reminds_once_then_stops(
     result = prompt_result(lines)
     assert result["stopReason"] == "end_turn"
     assert result["_meta"]["loopType"] == "repeated_tool_execution_failure"
-    assert drain_requests(lines) == 0  # the agent never calls the drain
+    assert drain_requests(lines) == []  # the agent never calls the drain
 
 
 def test_the_default_boundary_is_unchanged_on_acpx(tmp_path: Path) -> None:
@@ -154,7 +154,8 @@ def test_the_default_boundary_is_unchanged_on_acpx(tmp_path: Path) -> None:
     assert "I give up on the tests." in agent_texts(lines)
     result = prompt_result(lines)
     assert result["stopReason"] == "end_turn" and "loopType" not in (result.get("_meta") or {})
-    assert drain_requests(lines) == 1  # asked once, "method not found", never again
+    # acpx has neither name: each asked once, "method not found", never again
+    assert drain_requests(lines) == list(DRAIN_NAMES)
 
 
 def test_acpx_exec_rejects_shell_calls_without_a_permission_policy(tmp_path: Path) -> None:

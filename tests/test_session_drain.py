@@ -11,7 +11,6 @@ from acp.exceptions import RequestError
 
 from tool_failure_guard.session.pipeline.drain import (
     DRAIN_METHOD,
-    DRAIN_WIRE_NAME,
     DrainAnswer,
     MidTurnInput,
     parse_drain_answer,
@@ -19,9 +18,8 @@ from tool_failure_guard.session.pipeline.drain import (
 )
 
 
-def test_wire_name_carries_the_extension_prefix() -> None:
+def test_the_drain_is_named_as_in_the_seed() -> None:
     assert DRAIN_METHOD == "craft/drainMidTurnQueue"
-    assert DRAIN_WIRE_NAME == "_craft/drainMidTurnQueue"
 
 
 def test_well_formed_answers() -> None:

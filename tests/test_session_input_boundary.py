@@ -2,7 +2,7 @@
 
 Every test drives a real :class:`GuardedSession` in-process (real tools on a
 temporary project, the scripted model) against a host double that plays one
-behaviour of ``_craft/drainMidTurnQueue``.
+behaviour of the drain (``craft/drainMidTurnQueue``, called in-process).
 """
 
 from __future__ import annotations

@@ -2,15 +2,13 @@
 
 Pull
     Between batches the agent asks the client for its queued mid-turn input
-    with the host extension method ``craft/drainMidTurnQueue``.  ACP requires
-    extension method names to start with ``_`` and the Python SDK adds that
-    prefix to every name it sends, so the exact wire name is
-    ``_craft/drainMidTurnQueue`` (:data:`DRAIN_WIRE_NAME`).  A host built on
-    the Python SDK receives it in its ``ext_method`` as
-    ``craft/drainMidTurnQueue``; a host built on the TypeScript SDK (which
-    passes names through unchanged) must register ``_craft/drainMidTurnQueue``.
-    Sending the bare name instead would bypass the SDK and be answered
-    "method not found" by every spec-conforming client.
+    with the host extension method ``craft/drainMidTurnQueue``.  Two wire
+    names are in use for it: the bare one the specification and Qwen Code
+    0.24.4 send, and ``_craft/drainMidTurnQueue`` (what the Python SDK puts on
+    the wire for an extension name).  The connection tries the bare name first
+    and learns once which one the host answers
+    (:mod:`~tool_failure_guard.session.transport.drain_names`); here the
+    request is simply :data:`DRAIN_METHOD`.
 
     Params: ``{"sessionId": ...}`` plus ``"todoStopGuardWatchQueuedPrompt": true``
     when the guard mode is not ``off`` (``off`` keeps the legacy request
@@ -77,9 +75,8 @@ from tool_failure_guard.session.config.declared_boundary import UNSUPPORTED, Bou
 
 _log = logging.getLogger("session.drain")
 
+#: The drain's name; the wire name is the transport's (``transport.drain_names``).
 DRAIN_METHOD = "craft/drainMidTurnQueue"
-#: What goes on the wire (the SDK prefixes extension names with ``_``).
-DRAIN_WIRE_NAME = "_" + DRAIN_METHOD
 #: The push extension, as the SDK hands it to ``ext_method`` (wire: ``_session/steering``).
 STEERING_METHOD = "session/steering"
 WATCH_FLAG = "todoStopGuardWatchQueuedPrompt"
@@ -88,7 +85,7 @@ DEFAULT_DRAIN_TIMEOUT = 2.0
 MAX_DRAIN_TIMEOUTS = 3
 METHOD_NOT_FOUND = -32601
 
-#: Sends an extension request to the client (``AgentSideConnection.ext_method``).
+#: Sends the drain request to the client (``DrainMethodNames.request`` on a connection).
 ExtRequest = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
 #: Told the whole agent-side queue each time it changes (the session persists it).
 QueueListener = Callable[[tuple[str, ...]], None]
@@ -304,23 +301,23 @@ class MidTurnInput:
             answer = await self._ext_request(DRAIN_METHOD, params)
         except Exception as exc:
             if getattr(exc, "code", None) == METHOD_NOT_FOUND:
-                _log.info("the client has no %s; draining disabled", DRAIN_WIRE_NAME)
+                _log.info("the client has no %s; draining disabled", DRAIN_METHOD)
                 self._pull_disabled = True
                 self._contract_kept = False
             else:
-                _log.warning("%s failed: %s", DRAIN_WIRE_NAME, exc)
+                _log.warning("%s failed: %s", DRAIN_METHOD, exc)
             return None
         reply = parse_drain_answer(answer, watched=watched)
         if reply.unreadable:
             _log.warning(
                 "%s: %d queued item(s) are not text; delivered as a note in their place",
-                DRAIN_WIRE_NAME,
+                DRAIN_METHOD,
                 reply.unreadable,
             )
         if not reply.well_formed:
             _log.warning(
                 "%s answered without the contract's shape; the boundary is unreliable",
-                DRAIN_WIRE_NAME,
+                DRAIN_METHOD,
             )
         if reply.messages:
             self._pushed.extend(reply.messages)
@@ -376,7 +373,7 @@ class MidTurnInput:
                 self._timeouts += 1
                 _log.warning(
                     "%s timed out (%d/%d); a late answer is kept as queued input",
-                    DRAIN_WIRE_NAME,
+                    DRAIN_METHOD,
                     self._timeouts,
                     MAX_DRAIN_TIMEOUTS,
                 )

@@ -58,6 +58,7 @@ from tool_failure_guard.session.pipeline.session import (
 from tool_failure_guard.session.telemetry.sink import GuardTelemetry, NullTelemetry
 from tool_failure_guard.session.tools.builtin import ToolContext, default_tools
 from tool_failure_guard.session.tools.executor import Executor
+from tool_failure_guard.session.transport.drain_names import DrainMethodNames
 from tool_failure_guard.session.transport.lifecycle import (
     CLOSE,
     DEFAULT_MAX_LIVE_SESSIONS,
@@ -125,9 +126,11 @@ class GuardedAgent:
         #: The MCP servers of each session, shut down when the connection ends.
         self.mcp: dict[str, SessionMcp] = self.live.mcp
         self.conn: Any = None
+        self.drain_names: DrainMethodNames | None = None  #: learnt once per connection
 
     def on_connect(self, conn: Any) -> None:
         self.conn = conn
+        self.drain_names = DrainMethodNames.for_connection(conn)
 
     async def initialize(
         self,
@@ -180,7 +183,8 @@ class GuardedAgent:
         pending = PendingInputLog(self.store, session_id, pending_input)
         drain = MidTurnInput(
             session_id,
-            conn.ext_method if conn is not None else None,
+            # the learnt wire name; a client object without a raw path: its ext_method
+            self.drain_names.request if self.drain_names else getattr(conn, "ext_method", None),
             timeout=self.config.drain_timeout,
             on_queue_change=pending.changed,
             declared=settings.boundary,

@@ -3,8 +3,11 @@
 :class:`RecordingClient` is an ``acp.Client`` that records every session update
 synchronously (before any ``await``, so the order is the wire order), answers
 permission requests by a policy, and plays a host's mid-turn queue for
-``_craft/drainMidTurnQueue`` -- or lacks that method, or answers too late, to
-play an older host.  :func:`spawn_guarded_agent` starts
+``craft/drainMidTurnQueue`` -- or lacks that method, or answers too late, to
+play an older host.  ``drain_names`` says which wire names it answers: the
+``_``-prefixed one through the SDK's ``ext_method`` (a Python SDK host), the
+bare one the original sends through a route added to the SDK's router
+(:func:`answer_bare_drain`), or both.  :func:`spawn_guarded_agent` starts
 ``python -m tool_failure_guard agent`` with a chosen guard mode.
 """
 
@@ -37,7 +40,10 @@ from acp.schema import (
 )
 
 from tool_failure_guard.guard import GUARD_MODE_ENV_VAR
-from tool_failure_guard.session.pipeline.drain import DRAIN_METHOD
+from tool_failure_guard.session.transport.drain_names import (
+    BARE_DRAIN_NAME,
+    PREFIXED_DRAIN_NAME,
+)
 
 PermissionPolicy = Callable[[ToolCallUpdate], Literal["allow", "reject", "cancel"]]
 DrainSupport = Literal["supported", "missing", "slow"]
@@ -84,11 +90,15 @@ class RecordingClient:
         drain_messages: Mapping[int, Sequence[str]] | None = None,
         queued_prompt_at: Sequence[int] = (),
         on_drain: Callable[[int], None] | None = None,
+        drain_names: Sequence[str] = (PREFIXED_DRAIN_NAME,),
     ) -> None:
         self.events: list[Event] = []
         self.sessions: list[str] = []
         self.permission_requests: list[ToolCallUpdate] = []
         self.drain_requests: list[dict[str, Any]] = []
+        #: The method of every request the agent sent, in wire order (names unchanged).
+        self.agent_requests: list[str] = []
+        self.drain_names = frozenset(drain_names)
         self._permission = permission or (lambda _: "allow")
         self._drain = drain
         self._drain_messages = dict(drain_messages or {})
@@ -139,8 +149,13 @@ class RecordingClient:
         )
 
     async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        if method != DRAIN_METHOD or self._drain == "missing":
-            raise RequestError.method_not_found(f"_{method}")
+        # the SDK strips the ``_`` of the wire name
+        return await self.answer_drain(f"_{method}", params)
+
+    async def answer_drain(self, wire_name: str, params: dict[str, Any]) -> dict[str, Any]:
+        """A drain request that arrived as ``wire_name``."""
+        if wire_name not in self.drain_names or self._drain == "missing":
+            raise RequestError.method_not_found(wire_name)
         index = len(self.drain_requests)
         self.drain_requests.append(dict(params))
         if self._on_drain is not None:
@@ -158,6 +173,16 @@ class RecordingClient:
     def on_connect(self, conn: Any) -> None:
         return None
 
+    def observe(self, event: Any) -> None:
+        """A stream observer: records each request the agent sends, as it arrives."""
+        message = event.message
+        if event.direction.value == "incoming" and "method" in message and "id" in message:
+            self.agent_requests.append(str(message["method"]))
+
+    def drain_round_trips(self) -> list[str]:
+        """The wire names of the drain requests the agent sent, in order."""
+        return [m for m in self.agent_requests if m in (BARE_DRAIN_NAME, PREFIXED_DRAIN_NAME)]
+
     # -- views ----------------------------------------------------------------------
 
     def transcript(self) -> list[str]:
@@ -173,6 +198,25 @@ class RecordingClient:
             if event.kind in ("tool_call", "tool_update"):
                 statuses[event.call_id] = event.status
         return statuses
+
+
+def answer_bare_drain(conn: Any, client: RecordingClient) -> None:
+    """Route the bare ``craft/drainMidTurnQueue`` to ``client`` on a client-side connection.
+
+    The Python SDK answers every method outside ACP that lacks the ``_``
+    prefix with "method not found"; a host written for the original (whose
+    TypeScript SDK passes names unchanged) answers it.  This wraps the SDK's
+    router the way such a host would register the method.
+    """
+    inner = conn._conn
+    route = inner._handler
+
+    async def handler(method: str, params: Any, is_notification: bool) -> Any:
+        if method == BARE_DRAIN_NAME and not is_notification:
+            return await client.answer_drain(method, params if isinstance(params, dict) else {})
+        return await route(method, params, is_notification)
+
+    inner._handler = handler
 
 
 def agent_environment(
@@ -256,6 +300,9 @@ async def spawn_guarded_agent_process(
         # time to shut its MCP servers down before the SDK resorts to SIGTERM
         transport_kwargs={"stderr": stderr, "shutdown_timeout": 10.0},
     ) as (conn, process):
+        conn._conn.add_observer(client.observe)
+        if BARE_DRAIN_NAME in client.drain_names:
+            answer_bare_drain(conn, client)
         await conn.initialize(
             protocol_version=PROTOCOL_VERSION,
             client_capabilities=ClientCapabilities(),
