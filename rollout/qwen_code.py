@@ -28,6 +28,7 @@ decision, to check the log records against it.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any, Final
@@ -46,6 +47,7 @@ EVENTS: Final = (GUARD_EVENT, LOOP_EVENT, PROMPT_EVENT, API_RESPONSE_EVENT, TOOL
 MAX_OBJECT_CHARS: Final = 32 * 1024 * 1024
 _CHUNK = 1 << 20
 _SNIFF = 4096
+_SPACE = re.compile(r"\s*")
 
 
 def is_outfile(path: Path) -> bool:
@@ -66,38 +68,39 @@ def is_outfile(path: Path) -> bool:
     return rest.startswith('"resource"') and not rest.startswith('"resourceLogs"')
 
 
-def objects(path: Path, stream: IO[str]) -> Iterator[tuple[int, Any]]:
-    """(ordinal, value) of each concatenated JSON value of ``stream``, bounded in size."""
+def objects(
+    path: Path, stream: IO[str], limit: int = MAX_OBJECT_CHARS
+) -> Iterator[tuple[int, Any]]:
+    """(ordinal, value) of each concatenated JSON value of ``stream``, each at most ``limit``."""
     decoder = json.JSONDecoder()
-    buffer = ""
-    ordinal = 0
-    eof = False
+    buffer, pos, ordinal, eof = "", 0, 0, False
     while True:
-        start = len(buffer) - len(buffer.lstrip())
-        if start == len(buffer):
+        pos = _SPACE.match(buffer, pos).end()  # type: ignore[union-attr]
+        if pos == len(buffer):
             if eof:
                 return
-            buffer = stream.read(_CHUNK)
+            buffer, pos = stream.read(_CHUNK), 0
             eof = not buffer
             continue
         try:
-            value, end = decoder.raw_decode(buffer, start)
+            value, end = decoder.raw_decode(buffer, pos)
         except json.JSONDecodeError as error:
-            if len(buffer) - start > MAX_OBJECT_CHARS:
+            if len(buffer) - pos > limit:
                 raise InputError(
-                    f"{path}: object {ordinal + 1} is larger than {MAX_OBJECT_CHARS} characters"
+                    f"{path}: object {ordinal + 1} is larger than {limit} characters"
                 ) from None
             if eof:
                 raise InputError(
                     f"{path}: object {ordinal + 1} is not valid JSON ({error.msg})"
                 ) from None
-            more = stream.read(_CHUNK)
+            # An object cut by the read: read as much again (each object parsed O(log n) times).
+            more = stream.read(max(_CHUNK, len(buffer) - pos))
             eof = not more
-            buffer = buffer[start:] + more
+            buffer, pos = buffer[pos:] + more, 0
             continue
         ordinal += 1
         yield ordinal, value
-        buffer = buffer[end:]
+        pos = end
 
 
 def _any_value(value: Any) -> dict[str, Any]:

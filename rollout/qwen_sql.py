@@ -61,7 +61,7 @@ FROM q_records WHERE event = '{qwen_code.GUARD_EVENT}'""",
     ),
     (
         "q_prompt_guard",
-        f"""SELECT prompt_id, min(mode) AS mode,
+        f"""SELECT prompt_id, min(mode) AS prompt_mode,
        max(CASE WHEN decision IN ('would_warn', 'warned') THEN 1 ELSE 0 END) AS would_warn,
        max(CASE WHEN decision = 'would_stop' THEN 1 ELSE 0 END) AS would_stop,
        max(CASE WHEN decision = 'stopped' THEN 1 ELSE 0 END) AS stopped,
@@ -71,7 +71,7 @@ FROM q_guard GROUP BY prompt_id""",
     ),
     (
         "q_sessions",
-        """SELECT session_id, min(mode) AS mode, count(DISTINCT mode) AS modes,
+        """SELECT session_id, min(mode) AS session_mode, count(DISTINCT mode) AS modes,
        max(CASE WHEN reset_reason = 'unreliable_input' THEN 1 ELSE 0 END) AS unreliable
 FROM q_guard GROUP BY session_id""",
     ),
@@ -102,7 +102,7 @@ FROM q_records WHERE event = '{qwen_code.LOOP_EVENT}' GROUP BY attributes['promp
         "q_prompts",
         f"""SELECT p.environment AS environment, p.owner AS owner,
        p.service_version AS service_version, p.prompt_id AS prompt_id, p.day AS day,
-       coalesce(g.mode, CASE WHEN s.modes = 1 THEN s.mode END) AS mode,
+       coalesce(g.prompt_mode, CASE WHEN s.modes = 1 THEN s.session_mode END) AS mode,
        CASE WHEN s.unreliable = 1 THEN 'unsupported'
             WHEN s.session_id IS NULL THEN 'unknown' ELSE 'drain' END AS input_boundary,
        coalesce(t.turns, 0) AS model_turns,
@@ -111,7 +111,7 @@ FROM q_records WHERE event = '{qwen_code.LOOP_EVENT}' GROUP BY attributes['promp
        coalesce(g.would_warn, 0) AS would_warn, coalesce(g.would_stop, 0) AS would_stop,
        coalesce(g.stopped, 0) AS stopped, coalesce(l.loop_stop, 0) AS loop_stop,
        coalesce(c.calls_after_would_stop, 0) AS calls_after_would_stop,
-       CASE WHEN g.would_stop = 1 AND g.mode IN ('shadow', 'warn')
+       CASE WHEN g.would_stop = 1 AND g.prompt_mode IN ('shadow', 'warn')
                  AND (g.downgrade_us IS NULL OR g.downgrade_us > g.would_stop_us)
             THEN 1 ELSE 0 END AS could_stop
 FROM (SELECT environment, owner, service_version, attributes['prompt_id'] AS prompt_id,
