@@ -66,6 +66,8 @@ class Episode:
     mode: str
     owner: str
     shape: str  # "local" or "otlp"
+    #: The host's drain (``tests/qwen_original.Host``): "none" is a host without the contract.
+    drain: str = "bare"
 
 
 def episodes(shape: str, owners: int = 2) -> list[Episode]:
@@ -118,7 +120,7 @@ async def _run(episode: Episode, root: Path, base_url: str, endpoint: str | None
         mode=episode.mode,
         extra={"OTEL_RESOURCE_ATTRIBUTES": resource},
     )
-    host = Host("bare")
+    host = Host(episode.drain)  # type: ignore[arg-type]
     argv = command()
     with (work / "stderr.txt").open("w", encoding="utf-8") as stderr:
         async with spawn_agent_process(
@@ -153,14 +155,20 @@ async def _all(items: Sequence[Episode], root: Path, base_url: str, endpoint: st
 
 
 @contextmanager
-def capture(root: Path, local: int = 2, otlp: int = 1) -> Iterator[dict[str, list[Path]]]:
-    """Run the episodes (``local``/``otlp`` owners per mode) under ``root``: shape -> files."""
+def capture(
+    root: Path, local: int = 2, otlp: int = 1, no_drain: bool = False
+) -> Iterator[dict[str, list[Path]]]:
+    """Run the episodes (``local``/``otlp`` owners per mode) under ``root``: shape -> files.
+
+    ``no_drain`` adds one local enforce episode on a host without the drain contract.
+    """
     missing = root / "notes.txt"  # never created
     fake = FakeOpenAI(responder(missing))
     with ExitStack() as stack:
         stack.enter_context(serve(fake))
         collector = stack.enter_context(receive(root / "collector.jsonl"))
-        asyncio.run(_all(episodes("local", local), root, fake.base_url, None))
+        extra = [Episode("enforce", "owner-no-drain", "local", "none")] if no_drain else []
+        asyncio.run(_all([*episodes("local", local), *extra], root, fake.base_url, None))
         asyncio.run(_all(episodes("otlp", otlp), root, fake.base_url, collector.endpoint))
         local = sorted(root.glob("local-*/telemetry.json"))
         yield {"local": local, "otlp": [collector.out]}

@@ -56,13 +56,18 @@ def gate(result: dict[str, Any], name: str, env: str = "internal") -> dict[str, 
     return next(g for g in result["environments"][env]["gates"] if g["gate"] == name)
 
 
-def expect_check(result: dict[str, Any], owners: int) -> None:
-    """What the scripted episodes must show: volumes, invariants, the counter."""
+def expect_check(result: dict[str, Any], owners: int, no_drain: bool = False) -> None:
+    """What the scripted episodes must show: volumes, invariants, the counter.
+
+    ``no_drain``: plus one enforce episode on a host without the drain contract -- its
+    prompts apart (unsupported), its batches ``unreliable_input`` resets, no stop.
+    """
     env = result["environments"]["internal"]
     assert result["agent"] == "qwen-code" and result["may_advance"] is False
     assert env["modes"] == ["enforce", "shadow", "warn"]
     assert env["supported_prompts"] == 3 * owners * 2  # greeting + loop prompt per owner
-    assert env["unsupported_host_prompts"] == 0 and env["unknown_boundary_prompts"] == 0
+    assert env["unsupported_host_prompts"] == (2 if no_drain else 0)
+    assert env["unknown_boundary_prompts"] == 0
     assert env["would_warn"] == 3 * owners  # would_warn (shadow), warned (warn, enforce)
     assert env["would_stop"] == 2 * owners and env["stopped"] == owners
     # shadow and warn would have stopped at the third batch: the later batches' calls.
@@ -80,7 +85,11 @@ def expect_check(result: dict[str, Any], owners: int) -> None:
         "warned": 2 * owners,
         "would_stop": 2 * owners,
         "stopped": owners,
+        **({"reset": BATCHES} if no_drain else {}),  # unreliable_input, every batch
     }
+    if no_drain:
+        apart = env["cohorts"]["unsupported"]
+        assert apart["prompts"] == 2 and apart["stopped"] == 0 and apart["would_warn"] == 0
 
 
 def expect_gates(result: dict[str, Any], owners: int) -> None:
@@ -107,7 +116,8 @@ def expect_gates(result: dict[str, Any], owners: int) -> None:
 @pytest.fixture(scope="module")
 def captured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, list[Path]]]:
     require_qwen()
-    with capture(tmp_path_factory.mktemp("qwen-capture"), local=2, otlp=1) as files:
+    root = tmp_path_factory.mktemp("qwen-capture")
+    with capture(root, local=2, otlp=1, no_drain=True) as files:
         yield files
 
 
@@ -115,13 +125,13 @@ def test_check_and_gates_read_the_originals_local_outfile(
     captured: dict[str, list[Path]], capsys: pytest.CaptureFixture[str]
 ) -> None:
     files = [str(p) for p in captured["local"]]
-    assert len(files) == 6 and all(qwen_code.is_outfile(Path(p)) for p in files)
+    assert len(files) == 7 and all(qwen_code.is_outfile(Path(p)) for p in files)
     status, result, _ = cli(capsys, "check", *files)
     assert status == 1
-    expect_check(result, owners=2)
+    expect_check(result, owners=2, no_drain=True)
     status, result, _ = cli(capsys, "gates", *files)
     assert status == 1
-    expect_gates(result, owners=2)
+    expect_gates(result, owners=2)  # the host without the drain is in neither arm
     status, result, _ = cli(capsys, "gates", *files, "--phase", "warn")
     assert status == 1 and gate(result, "cancel_rate")["verdict"] == "not_computable"
     assert gate(result, "mean_turns")["estimate"] == pytest.approx(1.0)
@@ -304,3 +314,34 @@ def test_mixed_input_is_refused_unless_one_agent_is_named(
     assert result["environments"]["internal"]["owners"] == 3
     status, _, err = cli(capsys, "check", str(ours), "--agent", "qwen-code")
     assert status == 2 and "no Qwen Code records" in err
+
+
+def test_guard_records_missing_against_the_counter_hold_the_environment_back(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Drop one guard log record: the counter still counts it, and check says so."""
+    lines, dropped = [], False
+    for text in COLLECTOR.read_text(encoding="utf-8").splitlines():
+        data = json.loads(text)
+        for rl in data.get("resourceLogs", []):
+            for sl in rl["scopeLogs"]:
+                kept = []
+                for record in sl["logRecords"]:
+                    names = [a["value"].get("stringValue") for a in record["attributes"]]
+                    if not dropped and "warned" in names:
+                        dropped = True
+                        continue
+                    kept.append(record)
+                sl["logRecords"] = kept
+        lines.append(json.dumps(data))
+    assert dropped
+    lossy = tmp_path / "lossy.jsonl"
+    lossy.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    status, result, _ = cli(capsys, "check", str(lossy))
+    assert status == 1
+    env = result["environments"]["internal"]
+    counter = env["guard_counter"]
+    assert not counter["consistent"]
+    assert counter["counter"]["warned"] == 2 and counter["log_records"]["warned"] == 1
+    assert any("counter and the guard log records disagree" in r for r in env["reasons"])
+    assert env["invariants"]["stop_without_prior_warn"]["violations"] == 1  # found, too
