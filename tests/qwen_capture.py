@@ -36,7 +36,14 @@ import attrs
 from acp import spawn_agent_process, text_block
 from openai_server import FakeOpenAI, Reply, call, serve
 from otlp_receiver import receive
-from qwen_original import Host, command, environment, make_home, telemetry_settings
+from qwen_original import (
+    DrainNames,
+    Host,
+    command,
+    environment,
+    make_home,
+    telemetry_settings,
+)
 
 from tool_failure_guard.rollout import qwen_code
 
@@ -67,7 +74,7 @@ class Episode:
     owner: str
     shape: str  # "local" or "otlp"
     #: The host's drain (``tests/qwen_original.Host``): "none" is a host without the contract.
-    drain: str = "bare"
+    drain: DrainNames = "bare"
 
 
 def episodes(shape: str, owners: int = 2) -> list[Episode]:
@@ -120,7 +127,7 @@ async def _run(episode: Episode, root: Path, base_url: str, endpoint: str | None
         mode=episode.mode,
         extra={"OTEL_RESOURCE_ATTRIBUTES": resource},
     )
-    host = Host(episode.drain)  # type: ignore[arg-type]
+    host = Host(episode.drain)
     argv = command()
     with (work / "stderr.txt").open("w", encoding="utf-8") as stderr:
         async with spawn_agent_process(

@@ -60,7 +60,7 @@ def expect_check(result: dict[str, Any], owners: int, no_drain: bool = False) ->
     """What the scripted episodes must show: volumes, invariants, the counter.
 
     ``no_drain``: plus one enforce episode on a host without the drain contract -- its
-    prompts apart (unsupported), its batches ``unreliable_input`` resets, no stop.
+    prompts apart (unsupported), one ``unreliable_input`` reset, no stop.
     """
     env = result["environments"]["internal"]
     assert result["agent"] == "qwen-code" and result["may_advance"] is False
@@ -85,7 +85,9 @@ def expect_check(result: dict[str, Any], owners: int, no_drain: bool = False) ->
         "warned": 2 * owners,
         "would_stop": 2 * owners,
         "stopped": owners,
-        **({"reset": BATCHES} if no_drain else {}),  # unreliable_input, every batch
+        # unreliable_input, once: the original records a reset only when it changes the
+        # state (its first batch disables enforcement; later batches reset nothing).
+        **({"reset": 1} if no_drain else {}),
     }
     if no_drain:
         apart = env["cohorts"]["unsupported"]
