@@ -13,7 +13,18 @@ import json
 import sys
 from typing import Any
 
-from tool_failure_guard.rollout import assign, check, gates, load, output
+from tool_failure_guard.rollout import (
+    agents,
+    assign,
+    check,
+    gates,
+    load,
+    output,
+    qwen_code,
+    qwen_fleet,
+    qwen_gates,
+    qwen_output,
+)
 from tool_failure_guard.rollout.engine import (
     ClickHouseEngine,
     ConnectExecutor,
@@ -67,6 +78,16 @@ def analyse(
     engine: Engine, source: str, args: argparse.Namespace
 ) -> tuple[dict[str, Any], str, list[tuple[str, Any]]]:
     """Run ``check`` or ``gates``: (result, terminal text, report figures)."""
+    filters = _filters(args).sql()
+    agent, left_out = agents.choose(agents.counts(engine, filters), args.agent)
+    if left_out:
+        print(
+            f"tool-failure-guard rollout: note: {left_out} records of the other agent "
+            f"left out (--agent {agent})",
+            file=sys.stderr,
+        )
+    if agent == agents.QWEN_CODE:
+        return _analyse_qwen(engine, source, args, filters)
     resource = check.preflight(engine, source)
     checked = check.check(engine, resource)
     if args.rollout_command == "check":
@@ -87,6 +108,26 @@ def analyse(
         else []
     )
     return result, output.gates_table(result), figures
+
+
+def _analyse_qwen(
+    engine: Engine, source: str, args: argparse.Namespace, filters: str
+) -> tuple[dict[str, Any], str, list[tuple[str, Any]]]:
+    """``check``/``gates`` on Qwen Code's own records (``rollout.qwen_fleet``)."""
+    run = qwen_fleet.Query(engine, filters)
+    resource = qwen_fleet.preflight(run, source)
+    # The guard counter is read from files only, and only when nothing is filtered out
+    # (a cumulative counter has no per-record time or prompt to filter on).
+    totals = (
+        qwen_code.counter_totals(list(args.files))
+        if args.files and not filters and not args.clickhouse
+        else None
+    )
+    checked = qwen_fleet.check(run, engine.name, resource, totals)
+    if args.rollout_command == "check":
+        return checked, qwen_output.check_table(checked), []
+    result = qwen_gates.gates(run, checked, phase=args.phase)
+    return result, qwen_output.gates_table(result), []
 
 
 def _analyse(args: argparse.Namespace) -> int:

@@ -23,13 +23,14 @@ line.  An empty file is bad input too.
 from __future__ import annotations
 
 import json
+import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import duckdb
 
-from tool_failure_guard.rollout import queries, sql
+from tool_failure_guard.rollout import queries, qwen_code, sql
 from tool_failure_guard.rollout.engine import DuckDBEngine, Filters, InputError, MalformedNumbers
 
 #: Larger than any line the file exporter writes for one export batch.
@@ -208,6 +209,16 @@ def _insert_json(con: duckdb.DuckDBPyConnection, path: Path) -> None:
     con.execute(query)
 
 
+def _insert_outfile(con: duckdb.DuckDBPyConnection, path: Path) -> None:
+    """Qwen Code's local outfile, its log records staged as OTLP JSON lines first."""
+    with tempfile.TemporaryDirectory(prefix="tfg-qwen-outfile-") as scratch:
+        staged = Path(scratch) / "records.jsonl"
+        with staged.open("w", encoding="utf-8") as sink:
+            written = qwen_code.outfile_to_otlp(path, sink)
+        if written:
+            _insert_json(con, staged)
+
+
 def _insert_parquet(con: duckdb.DuckDBPyConnection, path: Path) -> None:
     quoted = str(path).replace("'", "''")
     con.execute(
@@ -231,10 +242,16 @@ def connect(paths: Sequence[Path], *, memory_limit: str = "1500MB") -> duckdb.Du
         try:
             if path.suffix == ".parquet":
                 _insert_parquet(con, path)
+            elif qwen_code.is_outfile(path):  # Qwen Code's local telemetry outfile
+                _insert_outfile(con, path)
             else:
                 _insert_json(con, path)
         except duckdb.Error as error:
-            located = None if path.suffix == ".parquet" else _first_bad_line(path)
+            located = (
+                None
+                if path.suffix == ".parquet" or qwen_code.is_outfile(path)
+                else _first_bad_line(path)
+            )
             first = str(error).strip().splitlines()[0] if str(error).strip() else ""
             raise InputError(located or f"{path}: unreadable telemetry ({first})") from error
     return con

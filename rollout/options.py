@@ -35,8 +35,9 @@ def _analysis(parser: argparse.ArgumentParser) -> None:
         nargs="*",
         type=Path,
         metavar="FILE",
-        help="OTLP JSON lines files (--telemetry file:PATH, a Collector file exporter) "
-        "or Parquet files of the logs table (analysed with DuckDB)",
+        help="OTLP JSON lines files (--telemetry file:PATH, a Collector file exporter), "
+        "Parquet files of the logs table, or Qwen Code's local telemetry outfile "
+        "(analysed with DuckDB)",
     )
     parser.add_argument(
         "--clickhouse",
@@ -68,6 +69,12 @@ def _analysis(parser: argparse.ArgumentParser) -> None:
         action="append",
         metavar="VERSION",
         help="only this service.version (repeatable)",
+    )
+    parser.add_argument(
+        "--agent",
+        choices=("tool-failure-guard", "qwen-code"),
+        help="whose records to analyse: this project's agent or Qwen Code's own telemetry "
+        "(default: whichever the input holds; an input holding both needs this)",
     )
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.add_argument(

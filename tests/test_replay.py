@@ -6,6 +6,7 @@ import io
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -367,3 +368,95 @@ def test_lines_off_the_fast_path_still_get_the_strict_error(
     status, out, err = run_replay(tmp_path, capsys, [line(), json.dumps(bad)])
     assert status == 2 and len(out) == 1
     assert err.startswith(f"line 2: {message}"), err
+
+
+# Compressed input (.gz), bounded
+
+
+def test_a_gzip_file_replays_like_the_plain_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import gzip
+
+    text = "\n".join([line(), line(), line("p2")]) + "\n"
+    plain = tmp_path / "in.jsonl"
+    plain.write_text(text, encoding="utf-8")
+    packed = tmp_path / "in.jsonl.gz"
+    packed.write_bytes(gzip.compress(text.encode("utf-8")))
+    assert main(["replay", str(plain), "--mode", "warn"]) == 0
+    expected = capsys.readouterr().out
+    assert main(["replay", str(packed), "--mode", "warn"]) == 0
+    assert capsys.readouterr().out == expected
+    assert [json.loads(x)["decision"] for x in expected.splitlines()] == [
+        "tracked",
+        "warn",
+        "tracked",
+    ]
+
+
+@pytest.mark.parametrize(
+    "damage, message",
+    [
+        (lambda data: b"not gzip at all" + data, "not a readable gzip file"),
+        (lambda data: data[: len(data) // 2], "truncated"),
+        (lambda data: data[:12] + bytes(b ^ 0xFF for b in data[12:40]) + data[40:], "gzip"),
+    ],
+    ids=["not-gzip", "truncated", "corrupt-deflate"],
+)
+def test_a_corrupt_gzip_file_is_a_clear_error_with_status_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], damage: Any, message: str
+) -> None:
+    import gzip
+    import random
+
+    rng = random.Random(7)
+    # Incompressible enough that half the file is mid-stream, past the first line.
+    lines = [line(f"p{rng.randrange(10**9)}") for _ in range(200)]
+    packed = tmp_path / "in.jsonl.gz"
+    packed.write_bytes(damage(gzip.compress(("\n".join(lines) + "\n").encode("utf-8"))))
+    assert main(["replay", str(packed)]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.startswith("replay: "), captured.err
+    assert message in captured.err and "in.jsonl.gz" in captured.err
+    assert "Traceback" not in captured.err
+    for text in captured.out.splitlines():  # what was decided before the damage is kept
+        assert json.loads(text)["decision"] == "tracked"
+
+
+def test_a_gzip_bomb_is_read_in_bounded_memory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """1 GiB of one line, 1 MiB compressed: refused at the line limit, never held whole."""
+    import gzip
+    import resource
+
+    from tool_failure_guard.replay_input import MAX_LINE_CHARS
+
+    bomb = tmp_path / "bomb.jsonl.gz"
+    chunk = b"x" * (1 << 20)
+    with gzip.open(bomb, "wb", compresslevel=9) as sink:
+        sink.write(line().encode("utf-8") + b"\n")
+        for _ in range(1024):
+            sink.write(chunk)
+    assert bomb.stat().st_size < 8 << 20
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    assert main(["replay", str(bomb)]) == 2
+    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    captured = capsys.readouterr()
+    assert captured.err.strip() == f"line 2: longer than {MAX_LINE_CHARS} characters"
+    assert [json.loads(x)["decision"] for x in captured.out.splitlines()] == ["tracked"]
+    # ru_maxrss is KiB on Linux: the peak grew by far less than the 1 GiB inflated line.
+    assert after - before < 256 * 1024
+
+
+def test_an_overlong_plain_line_is_refused_the_same_way(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tool_failure_guard.replay_input import bounded_lines
+
+    stream = io.StringIO(line() + "\n" + "y" * 100 + "\n" + line() + "\n")
+    lines = bounded_lines(stream, limit=64 * 1024)
+    assert json.loads(next(lines))["prompt"] == "p1"
+    assert next(lines) == "y" * 100 + "\n"
+    with pytest.raises(ValueError, match="line 2: longer than 10 characters"):
+        list(bounded_lines(io.StringIO("short\n" + "z" * 11 + "\n"), limit=10))

@@ -45,6 +45,12 @@ from tool_failure_guard.guard import (
     Observation,
     RepeatedToolFailureGuard,
 )
+from tool_failure_guard.replay_input import (
+    CorruptInput,
+    InputLineError,
+    bounded_lines,
+    open_lines,
+)
 
 HELP = "reduce JSON Lines batch receipts through the guard and print its decisions"
 
@@ -347,7 +353,9 @@ def format_summary(summary: Counter[tuple[str, str | None]]) -> str:
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("file", nargs="?", default="-", help="JSON Lines input (default: stdin)")
+    parser.add_argument(
+        "file", nargs="?", default="-", help="JSON Lines input, .gz too (default: stdin)"
+    )
     parser.add_argument(
         "--mode",
         choices=[mode.value for mode in GuardMode],
@@ -365,10 +373,18 @@ def run(args: argparse.Namespace) -> int:
     summary: Counter[tuple[str, str | None]] | None = Counter() if args.summary else None
     try:
         if args.file == "-":
-            replay(sys.stdin, sys.stdout, GuardMode(args.mode), summary)
+            replay(bounded_lines(sys.stdin), sys.stdout, GuardMode(args.mode), summary)
         else:
-            with open(args.file, encoding="utf-8") as handle:
-                replay(handle, sys.stdout, GuardMode(args.mode), summary)
+            with open_lines(args.file) as lines:
+                replay(lines, sys.stdout, GuardMode(args.mode), summary)
+    except InputLineError as exc:
+        sys.stdout.flush()
+        print(str(exc), file=sys.stderr)
+        return 2
+    except CorruptInput as exc:
+        sys.stdout.flush()
+        print(f"replay: {exc}", file=sys.stderr)
+        return 2
     except OSError as exc:
         print(f"replay: cannot read {args.file}: {exc.strerror}", file=sys.stderr)
         return 2

@@ -1,0 +1,162 @@
+"""The harness of the released original (``tests/qwen_original.py``) does what it says.
+
+One Qwen Code 0.24.4 process in ``enforce`` with ``--debug`` and a telemetry outfile,
+against a scripted model that keeps reading a missing file four times a batch, serves
+three sessions: a host with the bare drain name, one whose drain answers with a queued
+prompt every time, and one where the person typed something during the first batch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+from acp import RequestError, text_block
+from openai_server import FakeOpenAI, Reply, call, serve
+from qwen_original import (
+    DRAIN_BARE,
+    Host,
+    HostPlan,
+    chunk_with,
+    debug_decisions,
+    guard_events,
+    log_events,
+    make_home,
+    read_telemetry,
+    require_qwen,
+    spawn_original,
+    telemetry_settings,
+)
+
+from tool_failure_guard.guard import REPEATED_TOOL_FAILURE_REMINDER
+
+LOOP_ERROR = (
+    "Tool-call loop protection stopped this turn. The session is still available; "
+    "send a more specific instruction to continue."
+)
+
+
+MAX_BATCHES = 6
+
+
+def stubborn(missing: Path) -> Any:
+    """Four reads of one missing file per model turn, six turns, then the model gives up."""
+    counter = [0]
+
+    def respond(body: dict[str, Any]) -> Reply:
+        counter[0] += 1
+        turn = sum(1 for m in body["messages"] if m["role"] == "assistant")
+        if turn >= MAX_BATCHES:
+            return Reply(text="Gave up.")
+        calls = tuple(
+            call(f"r{counter[0]}_{i}", "read_file", {"file_path": str(missing)}) for i in range(4)
+        )
+        return Reply(text="Reading.", calls=calls)
+
+    return respond
+
+
+def test_the_harness_runs_the_original_and_reads_back_its_guard(tmp_path: Path) -> None:
+    require_qwen()
+    assert chunk_with("reduceRepeatedToolFailureGuard").name.startswith("acpAgent-")
+    project, outfile = tmp_path / "project", tmp_path / "telemetry.json"
+    project.mkdir()
+    home = make_home(tmp_path / "home", telemetry=telemetry_settings(outfile=outfile))
+    host = Host("bare")
+    plans = {
+        "plain": HostPlan(),
+        "queued": HostPlan(queued_prompt_at=frozenset(range(10))),
+        "typed": HostPlan(typed_input={1: ["please look elsewhere"]}),
+    }
+    results: dict[str, tuple[str, Any]] = {}
+    with serve(FakeOpenAI(stubborn(project / "missing.txt"))) as fake:
+
+        async def go() -> None:
+            async with spawn_original(
+                host, home=home, base_url=fake.base_url, mode="enforce", cwd=project, debug=True
+            ) as conn:
+                for name, plan in plans.items():
+                    session = await conn.new_session(cwd=str(project), mcp_servers=[])
+                    host.plan(session.session_id, plan)
+                    try:
+                        outcome: Any = await conn.prompt(
+                            session_id=session.session_id, prompt=[text_block("go")]
+                        )
+                    except RequestError as exc:
+                        outcome = exc
+                    results[name] = (session.session_id, outcome)
+
+        asyncio.run(asyncio.wait_for(go(), 120))
+
+    plain_id, plain = results["plain"]
+    # The stop of a normal prompt is a JSON-RPC error, with no agent message saying so.
+    assert isinstance(plain, RequestError) and plain.code == -32603
+    assert str(plain) == LOOP_ERROR
+    assert plain.data == {
+        "code": "LOOP_DETECTED",
+        "errorKind": "loop_detected",
+        "loopType": "repeated_tool_execution_failure",
+    }
+    assert host.agent_text(plain_id) == "Reading." * 3
+    assert {r.method for r in host.drains_of(plain_id)} == {DRAIN_BARE}
+    assert all(r.params.get("todoStopGuardWatchQueuedPrompt") is True for r in host.drain_requests)
+    assert [d["decision"] for d in debug_decisions(home, plain_id)] == ["tracked", "warn", "stop"]
+    # The reminder went out once, as a user message after the tool results.
+    carrying = [
+        (index, m["role"])
+        for index, body in enumerate(fake.requests)
+        for m in body["messages"]
+        if REPEATED_TOOL_FAILURE_REMINDER in str(m.get("content"))
+    ]
+    assert carrying[0][1] == "user"
+
+    # A queued prompt at every drain keeps the guard idle (silent resets): the loop runs
+    # until the model gives up; a message typed during the second batch resets once.
+    queued_id, queued = results["queued"]
+    assert queued.stop_reason == "end_turn"
+    assert debug_decisions(home, queued_id) == []
+    assert len(host.tool_call_ids(queued_id)) == 4 * MAX_BATCHES
+    typed_id, typed = results["typed"]
+    assert isinstance(typed, RequestError)
+    assert [d["decision"] for d in debug_decisions(home, typed_id)] == [
+        "tracked",
+        "reset",
+        "tracked",
+        "warn",
+        "stop",
+    ]
+
+    records = read_telemetry(outfile)
+    decisions = [e["decision"] for e in guard_events(records)]
+    assert decisions.count("stopped") == 2 and decisions.count("warned") == 2
+    assert [e["loop_type"] for e in log_events(records, "loop_detected")] == [
+        "repeated_tool_execution_failure"
+    ] * 2
+
+
+@pytest.mark.parametrize("drain", ["underscore", "none"])
+def test_a_host_without_the_bare_name_is_one_unreliable_reset(tmp_path: Path, drain: str) -> None:
+    """The original sends only the bare name: ``_`` alone is the same as no drain."""
+    require_qwen()
+    project = tmp_path / "project"
+    project.mkdir()
+    home = make_home(tmp_path / "home")
+    host = Host(drain)  # type: ignore[arg-type]
+    with serve(FakeOpenAI(stubborn(project / "missing.txt"))) as fake:
+
+        async def go() -> tuple[str, Any]:
+            async with spawn_original(
+                host, home=home, base_url=fake.base_url, mode="enforce", cwd=project, debug=True
+            ) as conn:
+                session = await conn.new_session(cwd=str(project), mcp_servers=[])
+                response = await conn.prompt(
+                    session_id=session.session_id, prompt=[text_block("go")]
+                )
+                return session.session_id, response
+
+        session_id, response = asyncio.run(asyncio.wait_for(go(), 120))
+    assert response.stop_reason == "end_turn"
+    assert host.drain_requests == []
+    assert [d["decision"] for d in debug_decisions(home, session_id)] == ["reset"]
