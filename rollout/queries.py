@@ -190,7 +190,7 @@ SELECT DISTINCT environment, prompt_id FROM (
     SELECT environment, prompt_id FROM prompts
     WHERE (tool_calls >= tool_call_cap AND loop_type IS NULL
            AND stop_reason NOT IN ('cancelled', 'error'))
-       OR (loop_type = 'tool_call_cap' AND tool_calls < tool_call_cap)
+       OR (loop_type IN ('turn_tool_call_cap', 'tool_call_cap') AND tool_calls < tool_call_cap)
     UNION ALL
     SELECT environment, prompt_id FROM calls
     WHERE provider_duplicate = 1 AND execution_status <> 'not_started'
