@@ -60,7 +60,8 @@ def open_engine(args: argparse.Namespace) -> tuple[Engine, str]:
         return engine, f"{redact(args.clickhouse)} table {args.table}"
     if not args.files:
         raise InputError("no telemetry files given (or --clickhouse URL)")
-    return load.duckdb_engine(list(args.files), _filters(args)), ", ".join(map(str, args.files))
+    duck = load.duckdb_engine(list(args.files), _filters(args), temp_dir=args.temp_dir)
+    return duck, ", ".join(map(str, args.files))
 
 
 def analyse(
@@ -97,7 +98,8 @@ def _analyse(args: argparse.Namespace) -> int:
         finally:
             engine.close()
     except InputError as error:
-        print(f"tool-failure-guard rollout: bad input: {error}", file=sys.stderr)
+        message = output.escape_controls(str(error))
+        print(f"tool-failure-guard rollout: bad input: {message}", file=sys.stderr)
         return EXIT_BAD_INPUT
     if args.report:
         try:
