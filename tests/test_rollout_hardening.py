@@ -84,6 +84,23 @@ def test_a_malformed_clickhouse_url_is_bad_input(
     assert captured.out == "" and not report.exists()
 
 
+def test_an_error_of_the_analysis_itself_is_not_a_verdict(
+    fleet: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tool_failure_guard.rollout import check
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("boom near http://alice:SECRET@host/ \x1b[2J")
+
+    monkeypatch.setattr(check, "check", broken)
+    report = tmp_path / "report"
+    assert main(["rollout", "gates", str(fleet), "--report", str(report)]) == 3
+    captured = capsys.readouterr()
+    assert "internal error, no verdict: RuntimeError: boom near http://***@host/" in captured.err
+    assert "SECRET" not in captured.err and "\x1b" not in captured.err
+    assert captured.out == "" and not report.exists()
+
+
 # -- 7. time bounds: accepted alike by both engines, or refused alike ----------------------
 
 
