@@ -151,6 +151,35 @@ def test_bounds_one_engine_cannot_compare_are_refused_alike(
     assert "outside the time stamps telemetry can hold (1900-01-01 .. 2262-04-11" in messages[0]
 
 
+def test_odd_environment_filters_select_the_same_records_on_every_engine(
+    chdb: ChdbExecutor, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A backslash, a quote that would end the literal, a newline: the same on both."""
+    odd = ["a\\", "x' OR 1=1 --", "n\nl"]
+    paths = []
+    for seed, environment in enumerate(odd):
+        path = tmp_path / f"fleet{seed}.jsonl"
+        config = FleetConfig(owners=3, days=2, prompts_per_day=2, phase="shadow", seed=seed)
+        simulate(FleetConfig(**{**_fields(config), "environment": environment}), path)
+        paths.append(path)
+    otel_logs.fill(chdb.command, paths, tmp_path, table="odd")
+    query = "SELECT environment, count(*) FROM records GROUP BY environment"
+    for environment in [*odd, "nope"]:
+        only = Filters(environments=(environment,))
+        duck = load.duckdb_engine(paths, only)
+        try:
+            expected = duck.rows(query)
+        finally:
+            duck.close()
+        assert ClickHouseEngine(chdb, table="odd", filters=only).rows(query) == expected
+        assert [r[0] for r in expected] == ([] if environment == "nope" else [environment])
+    with serve(chdb.session) as url:
+        env = ["--environment", odd[1]]
+        from_files = _json(capsys, ["rollout", "check", *map(str, paths), *env])
+        over_http = _json(capsys, ["rollout", "check", "--clickhouse", url, "--table", "odd", *env])
+    assert over_http == from_files and list(from_files[1]["environments"]) == [odd[1]]
+
+
 def test_filters_refuse_the_same_bounds_in_the_library(chdb: ChdbExecutor, fleet: Path) -> None:
     with pytest.raises(InputError, match="outside the time stamps telemetry can hold"):
         Filters(since=datetime.datetime(1, 1, 1, tzinfo=datetime.UTC))
