@@ -6,13 +6,15 @@ of the current directory; :func:`connect` points its ``temp_directory`` at a
 fresh directory (mode 0700) under ``temp_dir`` (the operator's ``--temp-dir``)
 or else the system temporary directory (``$TMPDIR``, else ``/tmp``:
 :func:`tempfile.gettempdir`), and :func:`close` closes the connection and
-removes that directory with whatever is left in it.
+removes that directory with whatever is left in it (a connection nobody closes:
+when it is collected, or when the process exits; a killed process leaves it).
 """
 
 from __future__ import annotations
 
 import shutil
 import tempfile
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +42,9 @@ def connect(*, temp_dir: Path | None = None, **config: Any) -> duckdb.DuckDBPyCo
         shutil.rmtree(private, ignore_errors=True)
         raise
     con.execute("SET enable_progress_bar = false")
+    # A connection its owner never closes still leaves nothing: removed when it is
+    # collected, or at the latest when the process exits.
+    weakref.finalize(con, shutil.rmtree, private, True)
     return con
 
 

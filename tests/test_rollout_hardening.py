@@ -10,6 +10,7 @@ in-process, and the ``clickhouse-connect`` path against the 127.0.0.1 server of
 from __future__ import annotations
 
 import datetime
+import gc
 import json
 import os
 import tempfile
@@ -276,6 +277,12 @@ def test_by_default_duckdb_spills_under_the_system_temporary_directory(
     assert used.parent == system and any(used.iterdir())
     engine.close()
     assert list(system.iterdir()) == [] and list(work.iterdir()) == []
+    # A connection nobody closes leaves nothing either, once it is gone.
+    forgotten = load.connect([fleet])
+    assert spill.directory(forgotten).parent == system
+    del forgotten
+    gc.collect()
+    assert list(system.iterdir()) == []
     # The command: --temp-dir names the place; nothing is left there or in the cwd.
     chosen = tmp_path / "chosen"
     chosen.mkdir()
