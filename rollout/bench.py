@@ -87,19 +87,18 @@ FROM records GROUP BY owner, day, n // 200
 _ANALYSE = """
 import json, resource, sys, tempfile, time
 from pathlib import Path
-from tool_failure_guard.rollout import check, gates, load, otel_logs
-import duckdb
+from tool_failure_guard.rollout import check, gates, load, otel_logs, spill
 start = time.perf_counter()
 files = [Path(p) for p in sys.argv[2:]]
 if sys.argv[1] == "scan":
-    con = duckdb.connect()
-    con.execute("SET enable_progress_bar = false")
+    con = spill.connect()
     source = " UNION ALL ".join(
         f"SELECT resourceLogs FROM {load._json_source(p)}" for p in files)
     n = con.execute(
         "SELECT sum(len(s.logRecords)) FROM (SELECT unnest(rl.scopeLogs) AS s FROM "
         f"(SELECT unnest(resourceLogs) AS rl FROM ({source})))").fetchone()[0]
     out = {"records": int(n)}
+    spill.close(con)
 else:
     if sys.argv[1] == "duckdb":
         engine = load.duckdb_engine(files)
@@ -110,7 +109,7 @@ else:
             parquet = Path(tmp) / "logs.parquet"
             con = load.connect(files)
             load.export_parquet(con, parquet)
-            con.close()
+            spill.close(con)
             executor = ChdbExecutor()
             executor.command(otel_logs.otel_logs_ddl())
             executor.command(
@@ -132,6 +131,7 @@ else:
         out["queries"] = engine.queries
         out["result_mb"] = round(engine.result_bytes / 1e6, 2)
         out["owners"] = engine.rows("SELECT count(DISTINCT owner) FROM prompts")[0][0]
+    engine.close()
 out["seconds"] = round(time.perf_counter() - start, 1)
 # VmHWM belongs to this process image (ru_maxrss would carry the parent's peak over fork).
 hwm = [l for l in open("/proc/self/status") if l.startswith("VmHWM:")]
@@ -171,15 +171,14 @@ def bench_simulate(owners: int, workers: int) -> None:
 
 
 def bench_analysis(prompts: int, *, clickhouse: bool = True) -> None:
-    import duckdb
+    from tool_failure_guard.rollout import spill
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "big.jsonl"
         started = time.perf_counter()
-        con = duckdb.connect()
-        con.execute("SET enable_progress_bar = false")
+        con = spill.connect()
         con.execute(_GENERATE.format(owners=2000, prompts=prompts, path=path))
-        con.close()
+        spill.close(con)
         print(
             f"generated {path.stat().st_size / 1e9:.2f} GB of OTLP JSON lines "
             f"in {time.perf_counter() - started:.1f} s"

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from tool_failure_guard.rollout.output import _num, _pct
-
-_CONTROL = {c: f"\\x{c:02x}" for c in [*range(0x20), *range(0x7F, 0xA0)]}
+from tool_failure_guard.rollout.output import _num, _pct, escape_controls
 
 
 def _text(value: Any) -> str:
     """A value from the records, its control characters escaped (a table stays a table)."""
-    return str(value).translate(_CONTROL)
+    return escape_controls(str(value))
 
 
 def check_table(result: dict[str, Any]) -> str:
