@@ -163,6 +163,37 @@ def test_input_added_to_an_interrupted_state_reaches_the_model_and_is_guarded(wa
     _assert_stopped(resumed)
 
 
+def test_a_reminder_given_before_the_wait_stays_in_the_resumed_runs_requests() -> None:
+    async def asks_for(ctx: Any, params: dict[str, Any], call_id: str) -> bool:
+        return True
+
+    @function_tool(needs_approval=asks_for)
+    def list_dir(path: str) -> str:
+        """List a directory (asks first)."""
+        return "a.txt"
+
+    def plan(body: dict[str, Any]) -> Reply:
+        n = sum(1 for m in body["messages"] if m["role"] == "assistant")
+        if n < 8:
+            return Reply(calls=(call(f"c{n}", "read_file", {"path": "missing.txt"}),))
+        if n == 8:
+            return Reply(calls=(call("c8", "list_dir", {"path": "."}),))
+        return Reply(text="done")
+
+    fake = FakeOpenAI(plan)
+    runner = GuardedRunner(mode="enforce")
+    with serve(fake):
+        agent = make_agent(fake.base_url, [reader("none"), list_dir])
+        state = _interrupted(runner, agent, "c8").to_state()  # 8 failures, the reminder, c8
+        state.approve(state.get_interruptions()[0])
+        resumed = _resume(runner, agent, state, "run")
+    assert resumed.final_output == "done" and GuardedRunner.stop_of(resumed) is None
+    # the resumed run's request keeps the reminder right after c7's output
+    assert reminders(fake) == [0] * 8 + [1, 1]
+    roles = [(m["role"], m.get("tool_call_id")) for m in fake.messages(9)]
+    assert roles.index(("system", None), 1) == roles.index(("tool", "c7")) + 1
+
+
 def test_input_added_before_the_stopping_batch_is_kept_not_sent() -> None:
     fake = FakeOpenAI(failing)
     runner = GuardedRunner(mode="enforce")
