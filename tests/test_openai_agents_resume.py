@@ -194,6 +194,29 @@ def test_a_reminder_given_before_the_wait_stays_in_the_resumed_runs_requests() -
     assert roles.index(("system", None), 1) == roles.index(("tool", "c7")) + 1
 
 
+def test_two_states_of_one_run_resumed_at_once_are_both_guarded() -> None:
+    fake = FakeOpenAI(failing)
+    runner = GuardedRunner(mode="enforce")
+    with serve(fake):
+        agent = make_agent(fake.base_url, [read_file])
+        waiting = _interrupted(runner, agent)
+        states = [waiting.to_state(), waiting.to_state()]
+        for state in states:
+            state.approve(state.get_interruptions()[0])
+
+        async def both() -> list[Any]:
+            resumes = [runner.run(agent, state, run_config=run_config()) for state in states]
+            return list(await asyncio.gather(*resumes))
+
+        results = asyncio.run(asyncio.wait_for(both(), 120))
+    reports = [GuardedRunner.report_of(result) for result in results]
+    # the first continues the prompt's guard (stops at the 9th failure overall); the clone
+    # is taken, so the second has a fresh guard of its own (stops at its own 9th)
+    assert [len(r.decisions) for r in reports if r is not None] == [4, 9]
+    for result in results:
+        _assert_stopped(result)
+
+
 def test_input_added_before_the_stopping_batch_is_kept_not_sent() -> None:
     fake = FakeOpenAI(failing)
     runner = GuardedRunner(mode="enforce")

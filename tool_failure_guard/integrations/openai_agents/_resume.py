@@ -16,17 +16,21 @@ not the ``agent`` passed in, so guarding a resumed run means guarding that agent
   stand-in (the SDK's ``set_public_agent``), so the approvals the application
   recorded for its agent still apply, and the waiting approval items name it.
 
+Two states of one interrupted run resumed at the same time: the first continues
+the guard, the other (the clone is taken) gets a fresh guard on a clone of its own.
 A state whose agent is neither (one the run handed off to) is run unchanged, as
 such an agent is in an unresumed run: its tools are not observed.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
 from agents import Agent, RunState
-from agents._public_agent import set_public_agent
+from agents._public_agent import get_public_agent, set_public_agent
+from agents.run_internal.run_steps import NextStepInterruption
 
 from tool_failure_guard.core import FunctionCall
 from tool_failure_guard.integrations.openai_agents._run import GuardedRun, function_call
@@ -47,14 +51,19 @@ def resumed_run(
     """
     current = state._current_agent
     binding = binding_of(current)
-    clone: Agent[Any] | None
-    if binding is not None and isinstance(current, Agent):
+    clone: Agent[Any] | None = None
+    if binding is not None and isinstance(current, Agent) and binding.run.finished:
         run = GuardedRun.continuing(binding.run, telemetry=telemetry)
         arm(current, run)
         clone = current
+    elif binding is not None and isinstance(current, Agent):
+        # another state of the same interrupted run is being resumed right now: this
+        # resume cannot share that run's guard, so it gets a fresh one on its own clone
+        run = fresh()
+        clone = guarded_agent(binding.agent, run)
+        _stand_in(state, current, clone)
     else:
         run = fresh()
-        clone = None
         if current is None or current is starting_agent:
             clone = guarded_agent(starting_agent, run)
             _stand_in(state, starting_agent, clone)
@@ -64,11 +73,16 @@ def resumed_run(
 
 def _stand_in(state: RunState[Any], agent: Agent[Any], clone: Agent[Any]) -> None:
     """Run ``clone`` for ``agent`` in ``state``: approvals recorded for ``agent`` still apply."""
-    set_public_agent(clone, agent)
+    set_public_agent(clone, get_public_agent(agent))  # approvals are keyed by the public one
     state._current_agent = clone
-    for item in getattr(state._current_step, "interruptions", None) or ():
-        if getattr(item, "agent", None) is agent:
-            item.agent = clone
+    step = state._current_step
+    if isinstance(step, NextStepInterruption):
+        # copies: the items are shared with the result and its other states
+        waiting = [
+            dataclasses.replace(item, agent=clone) if item.agent is agent else item
+            for item in step.interruptions
+        ]
+        state._current_step = dataclasses.replace(step, interruptions=waiting)
 
 
 def pending_calls(state: RunState[Any]) -> list[FunctionCall]:

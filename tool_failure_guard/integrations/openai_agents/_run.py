@@ -147,6 +147,11 @@ class GuardedRun:
         run.stop = previous.stop
         return run
 
+    @property
+    def finished(self) -> bool:
+        """Whether the run this guards has ended."""
+        return self._finished
+
     # -- the SDK's events -----------------------------------------------------------
 
     def model_response(self, calls: Sequence[FunctionCall], usage: Any = None) -> None:

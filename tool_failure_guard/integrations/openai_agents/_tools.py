@@ -37,9 +37,10 @@ class Binding:
     sees what ``agents.Runner`` would), and the guarded one while a run is.
     """
 
-    def __init__(self, run: GuardedRun, original_behaviour: Any) -> None:
+    def __init__(self, run: GuardedRun, agent: Any) -> None:
         self.run = run
-        self.original_behaviour = original_behaviour
+        self.agent = agent  #: the application's agent the clone was made of
+        self.original_behaviour = agent.tool_use_behavior
 
 
 #: What a replayed call id is answered with (it is never executed again).

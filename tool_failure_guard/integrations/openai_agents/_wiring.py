@@ -147,7 +147,7 @@ async def _original_behaviour(
 
 def guarded_agent(agent: Agent[Any], run: GuardedRun) -> Agent[Any]:
     """A per-run clone of ``agent``: observed tools, the guarded behaviour (armed)."""
-    binding = Binding(run, agent.tool_use_behavior)
+    binding = Binding(run, agent)
     tools = [observed_tool(t, binding) if isinstance(t, FunctionTool) else t for t in agent.tools]
     clone = agent.clone(tools=tools, tool_use_behavior=guarded_behaviour(binding))
     setattr(clone, _BINDING_ATTR, binding)
