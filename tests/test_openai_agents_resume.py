@@ -104,8 +104,12 @@ def test_a_live_resume_continues_the_prompts_guard(way: str) -> None:
     assert "error occurred while running the tool" in answer and "approv" not in answer
 
 
-@pytest.mark.parametrize("form", ["string", "json"])
-def test_a_resume_from_a_serialized_state_is_guarded_with_a_fresh_guard(form: str) -> None:
+@pytest.mark.parametrize(
+    ("form", "way"), [("string", "run"), ("json", "run_streamed"), ("string", "run_sync")]
+)
+def test_a_resume_from_a_serialized_state_is_guarded_with_a_fresh_guard(
+    form: str, way: str
+) -> None:
     fake = FakeOpenAI(failing)
     runner = GuardedRunner(mode="enforce")
     with serve(fake):
@@ -119,7 +123,7 @@ def test_a_resume_from_a_serialized_state_is_guarded_with_a_fresh_guard(form: st
 
         state = asyncio.run(rebuilt())
         state.approve(state.get_interruptions()[0])
-        resumed = _resume(runner, agent, state, "run")
+        resumed = _resume(runner, agent, state, way)
     # a fresh guard: c5 is its 1st failure, requests 7..13 bring the 2nd..8th, the reminder
     # goes in request 14 and the 9th failure stops
     assert reminders(fake) == [0] * 13 + [1]
