@@ -5,7 +5,8 @@
 host-neutral protection core (:mod:`tool_failure_guard.core`) and the mode
 helper.  It stays cheap: importing it loads no ACP, OpenAI, MCP or DuckDB code.
 The command line (``tool-failure-guard``: replay, render, bench, agent, demo)
-lives in :mod:`tool_failure_guard.cli` and is imported only when run.
+lives in :mod:`tool_failure_guard.cli` and is imported only when run
+(``tool-failure-guard --version`` prints ``__version__``, the installed distribution's).
 """
 
 from tool_failure_guard import core
@@ -56,6 +57,17 @@ from tool_failure_guard.guard import (
     resolve_mode,
 )
 from tool_failure_guard.modes import mode_for_run
+
+
+# ``__version__`` (the installed distribution's, ``_version.py``) is looked up when used,
+# so importing the package reads no distribution metadata.
+def __getattr__(name: str) -> str:
+    if name == "__version__":
+        from tool_failure_guard._version import installed_version
+
+        return installed_version()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "DEFAULT_TOOL_CALL_CAP",

@@ -14,6 +14,8 @@ import sys
 from collections.abc import Sequence
 from types import ModuleType
 
+from tool_failure_guard._version import installed_version
+
 #: subcommand -> module under tool_failure_guard
 SUBCOMMANDS: dict[str, str] = {
     "replay": "replay",
@@ -39,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="tool-failure-guard",
         description="ACP repeated tool-call protection.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {installed_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, module_name in SUBCOMMANDS.items():
         sub = commands.add_parser(name, help=_HELP[name], description=_HELP[name])

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import weakref
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, TypeAlias, Unpack
 
 from agents import (
@@ -40,16 +40,17 @@ from tool_failure_guard.core import DEFAULT_TOOL_CALL_CAP
 from tool_failure_guard.guard import GuardMode
 from tool_failure_guard.integrations.openai_agents._either import either
 from tool_failure_guard.integrations.openai_agents._outcomes import OUTCOME_ROWS, OutcomeRow
+from tool_failure_guard.integrations.openai_agents._resume import field, resumed_run
 from tool_failure_guard.integrations.openai_agents._run import (
     ROUTE,
     GuardedRun,
     GuardStop,
     RunReport,
-    function_call,
 )
 from tool_failure_guard.integrations.openai_agents._wiring import (
     GuardHooks,
     RepeatedToolFailureStopped,
+    disarm,
     guarded_agent,
     guarded_config,
 )
@@ -134,13 +135,13 @@ class GuardedRunner:
         **kwargs: Unpack[RunOptions[Any]],
     ) -> RunResult:
         """``Runner.run`` with a fresh guard (same arguments; on the class or an instance)."""
-        run, agent, options = self._prepare(starting_agent, input, kwargs)
+        run, agent, options, clone = self._prepare(starting_agent, input, kwargs)
         try:
             result = await Runner.run(agent, input, **options)
         except BaseException as error:
-            run.finish(_stop_reason(error))
+            _end(run, clone, _stop_reason(error))
             raise
-        return self._finished(run, result)
+        return self._finished(run, clone, result)
 
     @either
     def run_sync(
@@ -150,13 +151,13 @@ class GuardedRunner:
         **kwargs: Unpack[RunOptions[Any]],
     ) -> RunResult:
         """``Runner.run_sync`` with a fresh guard (same arguments; on the class or an instance)."""
-        run, agent, options = self._prepare(starting_agent, input, kwargs)
+        run, agent, options, clone = self._prepare(starting_agent, input, kwargs)
         try:
             result = Runner.run_sync(agent, input, **options)
         except BaseException as error:
-            run.finish(_stop_reason(error))
+            _end(run, clone, _stop_reason(error))
             raise
-        return self._finished(run, result)
+        return self._finished(run, clone, result)
 
     @either
     def run_streamed(
@@ -166,21 +167,25 @@ class GuardedRunner:
         **kwargs: Unpack[RunOptions[Any]],
     ) -> RunResultStreaming:
         """``Runner.run_streamed`` with a fresh guard (same arguments; class or instance)."""
-        run, agent, options = self._prepare(starting_agent, input, kwargs)
-        result = Runner.run_streamed(agent, input, **options)
+        run, agent, options, clone = self._prepare(starting_agent, input, kwargs)
+        try:
+            result = Runner.run_streamed(agent, input, **options)
+        except BaseException as error:
+            _end(run, clone, _stop_reason(error))
+            raise
         _remember(result, run)
         task = result.run_loop_task
         if task is None:  # pragma: no cover - the SDK always starts one
-            run.finish("end_turn")
+            _end(run, clone, "end_turn")
             return result
 
         def done(finished: asyncio.Task[Any]) -> None:
             if finished.cancelled():
-                run.finish("cancelled")
+                _end(run, clone, "cancelled")
             elif finished.exception() is not None:
-                run.finish(_stop_reason(finished.exception()))
+                _end(run, clone, _stop_reason(finished.exception()))
             else:
-                run.finish("end_turn", interrupted=_interrupted(result))
+                _end(run, clone, "end_turn", interrupted=_interrupted(result))
 
         task.add_done_callback(done)
         return result
@@ -189,54 +194,51 @@ class GuardedRunner:
 
     def _prepare(
         self, starting_agent: Agent[Any], input: RunInput, options: Mapping[str, Any]
-    ) -> tuple[GuardedRun, Agent[Any], dict[str, Any]]:
+    ) -> tuple[GuardedRun, Agent[Any], dict[str, Any], Agent[Any] | None]:
+        """The run's guard, the agent to hand the SDK, its options, the adapter's clone."""
         if not isinstance(starting_agent, Agent):
             raise TypeError(
                 f"GuardedRunner runs an agents.Agent; got {type(starting_agent).__name__}"
             )
-        run = GuardedRun(
-            mode_for_run(self._mode), telemetry=self._telemetry, tool_call_cap=self._tool_call_cap
-        )
+
+        def fresh() -> GuardedRun:
+            mode = mode_for_run(self._mode)
+            return GuardedRun(mode, telemetry=self._telemetry, tool_call_cap=self._tool_call_cap)
+
+        agent: Agent[Any]
         if isinstance(input, RunState):
-            # A resumed run: the calls that waited for approval are its first batch.
-            run.open(pending_calls(input))
+            # The SDK runs the state's own agent: guard that one (_resume.py).
+            run, clone = resumed_run(input, starting_agent, fresh, self._telemetry)
+            agent = starting_agent
+        else:
+            run = fresh()
+            clone = agent = guarded_agent(starting_agent, run)
         kwargs = dict(options)
         kwargs["hooks"] = GuardHooks(run, kwargs.get("hooks"))
         kwargs["run_config"] = guarded_config(kwargs.get("run_config"), run)
-        return run, guarded_agent(starting_agent, run), kwargs
+        return run, agent, kwargs, clone
 
     @staticmethod
-    def _finished(run: GuardedRun, result: RunResult) -> RunResult:
+    def _finished(run: GuardedRun, clone: Agent[Any] | None, result: RunResult) -> RunResult:
         _remember(result, run)
-        run.finish("end_turn", interrupted=_interrupted(result))
+        _end(run, clone, "end_turn", interrupted=_interrupted(result))
         return result
 
 
-def pending_calls(state: RunState[Any]) -> list[Any]:
-    """The function calls a resumed run's approvals decide, in order."""
-    calls = []
-    for item in state.get_interruptions():
-        raw = getattr(item, "raw_item", None)
-        if _field(raw, "type") == "function_call":
-            calls.append(
-                function_call(
-                    str(_field(raw, "call_id") or ""),
-                    str(_field(raw, "name") or ""),
-                    str(_field(raw, "arguments") or ""),
-                )
-            )
-    return calls
-
-
-def _field(raw: Any, name: str) -> Any:
-    return raw.get(name) if isinstance(raw, dict) else getattr(raw, name, None)
+def _end(
+    run: GuardedRun, clone: Agent[Any] | None, stop_reason: str, *, interrupted: Sequence[str] = ()
+) -> None:
+    """The run is over: finish its guard; the clone carries the agent's own behaviour again."""
+    if clone is not None:
+        disarm(clone)
+    run.finish(stop_reason, interrupted=interrupted)
 
 
 def _interrupted(result: RunResultBase) -> list[str]:
     """The call ids a run stopped on to ask for approval."""
     ids: list[str] = []
     for item in getattr(result, "interruptions", None) or ():
-        call_id = _field(getattr(item, "raw_item", None), "call_id")
+        call_id = field(getattr(item, "raw_item", None), "call_id")
         if isinstance(call_id, str):
             ids.append(call_id)
     return ids

@@ -3,6 +3,8 @@
 A :class:`GuardedRun` lives exactly as long as one ``Runner.run`` (or
 ``run_sync``/``run_streamed``): the adapter creates it when the run starts and
 finishes it when the run ends, so a second run never starts already stopped.
+A run resumed live from an interrupted run's ``RunState`` is the same prompt:
+:meth:`GuardedRun.continuing` carries its guard over.
 It is the host side only: it turns SDK events into core calls (admit a model
 response's calls, settle each outcome, close the batch) and keeps what the
 core's actions ask for (the reminders, at their place; the stop).  Every rule
@@ -120,6 +122,35 @@ class GuardedRun:
         self.input_tokens: int | None = None
         self.output_tokens: int | None = None
         self._finished = False
+
+    @classmethod
+    def continuing(
+        cls,
+        previous: GuardedRun,
+        *,
+        telemetry: GuardTelemetry | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> GuardedRun:
+        """The next run of ``previous``'s prompt (a live resume from its ``RunState``).
+
+        The prompt's guard continues: the same protection (the streak, the stop,
+        the tool-call count against the cap), mode and prompt id, and every
+        reminder it gave so far, which the new run's model requests keep at their
+        place.  The counters of :meth:`report` are this run's own.
+        """
+        run = cls(
+            previous.mode, telemetry=telemetry, tool_call_cap=previous.tool_call_cap, clock=clock
+        )
+        run.prompt_id = previous.prompt_id
+        run.protection = previous.protection
+        run._reminders = list(previous._reminders)
+        run.stop = previous.stop
+        return run
+
+    @property
+    def finished(self) -> bool:
+        """Whether the run this guards has ended."""
+        return self._finished
 
     # -- the SDK's events -----------------------------------------------------------
 

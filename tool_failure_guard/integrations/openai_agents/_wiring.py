@@ -4,9 +4,8 @@ Each piece maps SDK events onto one :class:`~._run.GuardedRun` and applies the
 core's actions; none decides anything itself:
 
 - every ``FunctionTool`` of the agent is copied with an observing invoker
-  (:class:`_ObservedInvoker`): it sees the tool's raised exception *inside* the
-  SDK's failure handling, so a tool with its own ``failure_error_function``
-  is observed too, and the tool's error text reaches the model unchanged;
+  (``_tools``); the agent clone carries the :class:`~._tools.Binding` its tools
+  and behaviour report through, so a resumed run can take the clone over;
 - run hooks (``on_llm_end``) open a batch per model response's function calls;
 - the agent's ``tool_use_behavior`` closes the batch once the response's tool
   results are all in, and ends the run with the stop text when the core stops;
@@ -17,12 +16,9 @@ core's actions; none decides anything itself:
 
 from __future__ import annotations
 
-import asyncio
-import contextvars
-import copy
 import dataclasses
 import inspect
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 from agents import Agent, FunctionTool, RunConfig, RunHooks, ToolsToFinalOutputResult
@@ -30,178 +26,14 @@ from agents.exceptions import AgentsException
 from agents.handoffs import Handoff
 from agents.items import ModelResponse
 from agents.run_config import CallModelData, ModelInputData, ToolErrorFormatterArgs
-from agents.tool import (
-    _DEFAULT_FAILURE_HANDLED_ATTR,
-    _FailureHandlingFunctionToolInvoker,
-    _invoke_function_tool_with_metadata,
-)
-from agents.tool_context import ToolContext
 
 from tool_failure_guard.core import FunctionCall, Stop
 from tool_failure_guard.integrations.openai_agents import _outcomes as outcomes
 from tool_failure_guard.integrations.openai_agents._run import GuardedRun, function_call
+from tool_failure_guard.integrations.openai_agents._tools import Binding, observed_tool
 
-#: What a replayed call id is answered with (it is never executed again).
-REPLAY_TEXT = "this call id was already answered; it was not executed again"
-#: Markers the SDK reads off a function tool's invocation implementation.
-_IMPL_MARKERS = ("__agents_prepare_arguments__", "__agents_function_tool_wrapped_callable__")
-_SYNC_MARKER = "__agents_sync_function_tool__"
-
-#: The exception the tool's body raised, for the invoker that called it (one per call).
-_RAISED: contextvars.ContextVar[list[BaseException] | None] = contextvars.ContextVar(
-    "tool_failure_guard_openai_agents_raised", default=None
-)
-
-Invoke = Callable[[ToolContext[Any], str], Awaitable[Any]]
-
-
-def _observing(impl: Invoke) -> Invoke:
-    """``impl`` that notes what it raised before the SDK's failure handling turns it to text."""
-
-    async def observed(ctx: ToolContext[Any], input: str) -> Any:
-        try:
-            return await impl(ctx, input)
-        except BaseException as exc:
-            box = _RAISED.get()
-            if box is not None:
-                box.append(exc)
-            raise
-
-    for marker in _IMPL_MARKERS:
-        if hasattr(impl, marker):
-            setattr(observed, marker, getattr(impl, marker))
-    return observed
-
-
-class _Observer:
-    """Settles one tool's calls in the run (shared by the invoker and its rebinds).
-
-    A tool with ``timeout_seconds`` runs under the SDK's own timeout handling
-    (``agents.tool._invoke_function_tool_with_metadata``: ``asyncio.wait_for``, then
-    ``ToolTimeoutError`` or the timeout text), called from here instead of around
-    here, so its verdict is seen: ``ToolTimeoutError`` raised, or the tool's body
-    cancelled and the SDK answering anyway (only its timeout branch does that).  The
-    copy the SDK runs has ``timeout_seconds`` None, so the timeout is applied once.
-    A clock comparison cannot tell: the SDK's timer starts before the body does.
-    """
-
-    def __init__(self, run: GuardedRun, tool: FunctionTool) -> None:
-        self.run = run
-        self.timed = tool if tool.timeout_seconds is not None else None
-
-    async def invoke(self, ctx: ToolContext[Any], input: str, call: Invoke) -> Any:
-        call_id = ctx.tool_call_id
-        if self.run.is_replay(call_id):
-            self.run.settle(call_id, outcomes.replayed)
-            return REPLAY_TEXT
-        self.run.started(call_id)
-        box: list[BaseException] = []
-        token = _RAISED.set(box)
-        timed_out = False
-        try:
-            if self.timed is None:
-                result = await call(ctx, input)
-            else:
-                result, timed_out = await self._sdk_timed(self.timed, ctx, input, call)
-        except BaseException as escaped:  # ToolTimeoutError (raise_exception), a cancellation
-            self._settle_raised(call_id, escaped)
-            raise
-        finally:
-            _RAISED.reset(token)
-        if timed_out:  # the SDK answered the model with its timeout result
-            self.run.settle(call_id, outcomes.timed_out)
-        elif box:  # the tool raised; its failure handler answered the model with text
-            self._settle_raised(call_id, box[0])
-        else:
-            self.run.settle(call_id, lambda c: outcomes.returned(c, result))
-        return result
-
-    def _settle_raised(self, call_id: str, exc: BaseException) -> None:
-        self.run.settle(call_id, lambda c: outcomes.from_exception(c, exc))
-
-    @staticmethod
-    async def _sdk_timed(
-        timed: FunctionTool, ctx: ToolContext[Any], input: str, call: Invoke
-    ) -> tuple[Any, bool]:
-        """``call`` under the SDK's timeout handling of ``timed``; and whether it timed out.
-
-        The SDK returns (rather than raises) after cancelling the body only in its
-        timeout branch, so a cancelled body and a returned answer is a timeout.
-        """
-        tool = copy.copy(timed)
-        cancelled: list[bool] = []
-
-        async def body(inner: ToolContext[Any], arguments: str) -> Any:
-            try:
-                return await call(inner, arguments)
-            except asyncio.CancelledError:
-                cancelled.append(True)
-                raise
-
-        tool.on_invoke_tool = body
-        answer = await _invoke_function_tool_with_metadata(
-            function_tool=tool, context=ctx, arguments=input
-        )
-        if answer.is_sdk_generated_error:  # the SDK's own text: pass its mark on, as it would
-            setattr(ctx, _DEFAULT_FAILURE_HANDLED_ATTR, True)
-        return answer.output, bool(cancelled)
-
-
-class _ObservedInvoker(_FailureHandlingFunctionToolInvoker):
-    """The SDK's failure-handling invoker, observed: same handling, every outcome seen."""
-
-    def __init__(
-        self,
-        impl: Invoke,
-        on_handled_error: Any,
-        *,
-        observer: _Observer,
-        function_tool: FunctionTool | None = None,
-    ) -> None:
-        super().__init__(impl, on_handled_error, function_tool=function_tool)
-        self._observer = observer
-
-    def __agents_bind_function_tool__(self, function_tool: FunctionTool) -> _ObservedInvoker:
-        if self._function_tool is function_tool:
-            return self
-        bound = _ObservedInvoker(
-            self._invoke_tool_impl,
-            self._on_handled_error,
-            observer=self._observer,
-            function_tool=function_tool,
-        )
-        if getattr(self, _SYNC_MARKER, False):
-            setattr(bound, _SYNC_MARKER, True)
-        return bound
-
-    async def __call__(self, ctx: ToolContext[Any], input: str) -> Any:
-        parent = super().__call__
-        return await self._observer.invoke(ctx, input, parent)
-
-
-def observed_tool(tool: FunctionTool, run: GuardedRun) -> FunctionTool:
-    """A copy of ``tool`` whose every call settles in ``run`` (the original is untouched)."""
-    clone = copy.copy(tool)
-    observer = _Observer(run, tool)
-    clone.timeout_seconds = None  # applied by the observer, through the SDK's own handling
-    invoker = clone.on_invoke_tool
-    if isinstance(invoker, _FailureHandlingFunctionToolInvoker):
-        wrapped = _ObservedInvoker(
-            _observing(invoker._invoke_tool_impl),
-            invoker._on_handled_error,
-            observer=observer,
-            function_tool=clone,
-        )
-        if getattr(invoker, _SYNC_MARKER, False):
-            setattr(wrapped, _SYNC_MARKER, True)
-        clone.on_invoke_tool = wrapped
-    else:  # a hand-built FunctionTool: its invoker's raise or return is the outcome
-
-        async def plain(ctx: ToolContext[Any], input: str) -> Any:
-            return await observer.invoke(ctx, input, invoker)
-
-        clone.on_invoke_tool = plain
-    return clone
+#: The attribute of an agent clone of the adapter holding its :class:`Binding`.
+_BINDING_ATTR = "_tool_failure_guard_binding"
 
 
 def handoff_names(agent: Agent[Any]) -> frozenset[str]:
@@ -281,14 +113,14 @@ class RepeatedToolFailureStopped(AgentsException):
         self.stop = stop
 
 
-def guarded_behaviour(run: GuardedRun, original: Any) -> Callable[..., Any]:
+def guarded_behaviour(binding: Binding) -> Callable[..., Any]:
     """The agent's ``tool_use_behavior``: close the batch, stop if the core says so, else defer."""
 
     async def behaviour(context: Any, results: list[Any]) -> ToolsToFinalOutputResult:
-        action = run.close()
+        action = binding.run.close()
         if isinstance(action, Stop):
             return ToolsToFinalOutputResult(is_final_output=True, final_output=action.notice)
-        return await _original_behaviour(original, context, results)
+        return await _original_behaviour(binding.original_behaviour, context, results)
 
     return behaviour
 
@@ -314,11 +146,38 @@ async def _original_behaviour(
 
 
 def guarded_agent(agent: Agent[Any], run: GuardedRun) -> Agent[Any]:
-    """A per-run clone of ``agent``: observed tools, the guarded behaviour."""
-    tools = [observed_tool(t, run) if isinstance(t, FunctionTool) else t for t in agent.tools]
-    return agent.clone(
-        tools=tools, tool_use_behavior=guarded_behaviour(run, agent.tool_use_behavior)
-    )
+    """A per-run clone of ``agent``: observed tools, the guarded behaviour (armed)."""
+    binding = Binding(run, agent)
+    tools = [observed_tool(t, binding) if isinstance(t, FunctionTool) else t for t in agent.tools]
+    clone = agent.clone(tools=tools, tool_use_behavior=guarded_behaviour(binding))
+    setattr(clone, _BINDING_ATTR, binding)
+    return clone
+
+
+def binding_of(agent: Any) -> Binding | None:
+    """The binding of an agent clone the adapter made (None for any other agent)."""
+    binding = getattr(agent, _BINDING_ATTR, None)
+    return binding if isinstance(binding, Binding) else None
+
+
+def arm(agent: Agent[Any], run: GuardedRun) -> None:
+    """Bind the adapter's clone ``agent`` to ``run`` and give it the guarded behaviour."""
+    binding = binding_of(agent)
+    if binding is None:  # pragma: no cover - only the adapter's clones are armed
+        raise TypeError("not an agent clone of the guard's adapter")
+    binding.run = run
+    agent.tool_use_behavior = guarded_behaviour(binding)
+
+
+def disarm(agent: Agent[Any]) -> None:
+    """The run using the clone ``agent`` is over: it carries the agent's own behaviour again.
+
+    So the ``RunState`` of an interrupted run (``result.to_state()``) accepts
+    ``add_input`` exactly when the agent's own behaviour lets ``agents.Runner``'s do.
+    """
+    binding = binding_of(agent)
+    if binding is not None:
+        agent.tool_use_behavior = binding.original_behaviour
 
 
 def guarded_config(config: RunConfig | dict[str, Any] | None, run: GuardedRun) -> RunConfig:
