@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from tool_failure_guard.core import LOOP_TOOL_CALL_CAP
 from tool_failure_guard.evaluation import sections, stats
 from tool_failure_guard.evaluation.replays import PEER_RULES, per_key_guard, shipped_guard
 from tool_failure_guard.evaluation.tasks import TASKS
@@ -66,8 +67,8 @@ def summary(records: Sequence[Record]) -> list[str]:
     failures = [r for r in records if r["kind"] == "failure"]
     controls = [r for r in records if r["kind"] == "control"]
     remind = sum(r["would_remind"] > 0 for r in records)
-    cap = sum(r.get("loop_type") == "tool_call_cap" for r in records)
-    cap_controls = sum(r.get("loop_type") == "tool_call_cap" for r in controls)
+    cap = sum(r.get("loop_type") == LOOP_TOOL_CALL_CAP for r in records)
+    cap_controls = sum(r.get("loop_type") == LOOP_TOOL_CALL_CAP for r in controls)
     no_calls = sum(not r.get("tool_calls") for r in failures)
     calls = stats.values(failures, "tool_calls")
     clean_controls = [r for r in controls if r["arm"] in ("off", "shadow")]

@@ -66,6 +66,7 @@ from tool_failure_guard.core import (
     LOOP_REPEATED_TOOL_FAILURE,
     STOP_NOTICES,
 )
+from tool_failure_guard.core.actions import shown_text
 from tool_failure_guard.guard import (
     REPEATED_TOOL_FAILURE_REMINDER,
     REPEATED_TOOL_FAILURE_STOP_MESSAGE,
@@ -294,9 +295,11 @@ def check(scenario: Scenario, mode: GuardMode, run: HostRun) -> None:
         assert (outcome.ended, outcome.loop_type) == (CANCELLED, None)
     elif stop is not None:
         assert (outcome.ended, outcome.loop_type) == (STOPPED, stop[1])
-        assert outcome.output == STOP_NOTICES[stop[1]]
+        # the notice as the model reads it, or as a person does (the ACP agent message)
+        notice = STOP_NOTICES[stop[1]]
+        assert outcome.output in (notice, shown_text(notice))
         if stop[1] == LOOP_REPEATED_TOOL_FAILURE:
-            assert outcome.output == REPEATED_TOOL_FAILURE_STOP_MESSAGE
+            assert shown_text(outcome.output) == shown_text(REPEATED_TOOL_FAILURE_STOP_MESSAGE)
     else:
         assert (outcome.ended, outcome.loop_type) == (COMPLETED, None)
         assert outcome.output == scenario.final_text

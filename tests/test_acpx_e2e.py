@@ -29,6 +29,7 @@ import pytest
 from mcp_servers import REQUIRE_ENV_VAR
 from openai_server import FakeOpenAI, Reply, call, serve
 
+from tool_failure_guard.core.actions import shown_text
 from tool_failure_guard.guard import (
     REPEATED_TOOL_FAILURE_REMINDER,
     REPEATED_TOOL_FAILURE_STOP_MESSAGE,
@@ -111,6 +112,9 @@ def run_acpx(
     return fake, lines
 
 
+SHOWN_STOP = shown_text(REPEATED_TOOL_FAILURE_STOP_MESSAGE)
+
+
 def agent_texts(lines: list[dict[str, Any]]) -> str:
     return "".join(
         str(line["params"]["update"]["content"].get("text", ""))
@@ -140,17 +144,22 @@ def test_prompt_only_in_enforce_reminds_once_then_stops(
 ) -> None:
     fake, lines = run_acpx(tmp_path, "prompt-only", permissions)
     assert reminders(fake) == [0, 0, 1]  # the third request carries it, once; no fourth
-    assert agent_texts(lines).count(REPEATED_TOOL_FAILURE_STOP_MESSAGE) == 1
+    assert agent_texts(lines).count(SHOWN_STOP) == 1
+    assert REPEATED_TOOL_FAILURE_STOP_MESSAGE not in agent_texts(lines)  # no System: shown
     result = prompt_result(lines)
     assert result["stopReason"] == "end_turn"
-    assert result["_meta"]["loopType"] == "repeated_tool_execution_failure"
+    assert {k: result["_meta"][k] for k in ("code", "errorKind", "loopType")} == {
+        "code": "LOOP_DETECTED",
+        "errorKind": "loop_detected",
+        "loopType": "repeated_tool_execution_failure",
+    }
     assert drain_requests(lines) == []  # the agent never calls the drain
 
 
 def test_the_default_boundary_is_unchanged_on_acpx(tmp_path: Path) -> None:
     fake, lines = run_acpx(tmp_path, None, ["--approve-all"])
     assert reminders(fake) == [0] * (FAILING_TURNS + 1)  # every failing turn, then the last
-    assert REPEATED_TOOL_FAILURE_STOP_MESSAGE not in agent_texts(lines)
+    assert SHOWN_STOP not in agent_texts(lines)
     assert "I give up on the tests." in agent_texts(lines)
     result = prompt_result(lines)
     assert result["stopReason"] == "end_turn" and "loopType" not in (result.get("_meta") or {})
@@ -169,4 +178,4 @@ def test_acpx_exec_rejects_shell_calls_without_a_permission_policy(tmp_path: Pat
     assert answers and set(answers) == {"reject"}
     # Rejected calls never ran, so no failure was counted: no reminder, no stop.
     assert reminders(fake) == [0] * (FAILING_TURNS + 1)
-    assert REPEATED_TOOL_FAILURE_STOP_MESSAGE not in agent_texts(lines)
+    assert SHOWN_STOP not in agent_texts(lines)

@@ -27,6 +27,7 @@ from acp.schema import McpServerStdio
 from e2e_helpers import decisions, run, telemetry_documents, wait_until
 from mcp_servers import alive, everything_server, filesystem_server, read_pid
 
+from tool_failure_guard.core.actions import shown_text
 from tool_failure_guard.guard import (
     REPEATED_TOOL_FAILURE_REMINDER,
     REPEATED_TOOL_FAILURE_STOP_MESSAGE,
@@ -139,7 +140,7 @@ def test_a_repeatedly_failing_mcp_read_is_warned_and_stopped_and_leaks_nothing(
     else:
         assert decisions(response) == ["tracked", "warn", "stop"]
         assert response.field_meta["loopType"] == "repeated_tool_execution_failure"
-        assert client.agent_texts()[-1] == REPEATED_TOOL_FAILURE_STOP_MESSAGE
+        assert client.agent_texts()[-1] == shown_text(REPEATED_TOOL_FAILURE_STOP_MESSAGE)
         assert any(sentinel in line for line in client.transcript())  # it went through
 
     documents = telemetry_documents(log.read_text(encoding="utf-8"))

@@ -11,6 +11,7 @@ from acp import text_block
 from acp.exceptions import RequestError
 from e2e_helpers import run
 
+from tool_failure_guard.core.actions import shown_text
 from tool_failure_guard.guard import REPEATED_TOOL_FAILURE_STOP_MESSAGE
 from tool_failure_guard.session.persistence.history import HistoryStore
 from tool_failure_guard.session.transport.client import Event, RecordingClient, spawn_guarded_agent
@@ -66,9 +67,9 @@ def test_reconnect_with_session_load_replays_history_including_the_stop(
         "Reading the configuration.",
         "Reading the configuration.",
         "Reading the configuration.",
-        REPEATED_TOOL_FAILURE_STOP_MESSAGE,
+        shown_text(REPEATED_TOOL_FAILURE_STOP_MESSAGE),  # as it was shown: no System:
     ]
-    assert replay[-1].text == REPEATED_TOOL_FAILURE_STOP_MESSAGE
+    assert replay[-1].text == shown_text(REPEATED_TOOL_FAILURE_STOP_MESSAGE)
     statuses = {e.call_id: e.status for e in replay if e.kind == "tool_update"}
     assert len(statuses) == 12 and set(statuses.values()) == {"failed"}
     # the next prompt runs the scenario's second prompt with a fresh guard
@@ -192,7 +193,7 @@ def test_stop_history_persistence_failure_is_an_internal_error(dirs: dict[str, P
     assert error.code == -32603
     assert "could not be persisted" in json.dumps(error.data)
     # never pretend the stop was recorded: the stop message was not emitted
-    assert REPEATED_TOOL_FAILURE_STOP_MESSAGE not in client.agent_texts()
+    assert shown_text(REPEATED_TOOL_FAILURE_STOP_MESSAGE) not in client.agent_texts()
 
 
 def test_state_dir_under_a_regular_file_fails_new_session(

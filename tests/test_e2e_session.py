@@ -20,6 +20,7 @@ from acp.exceptions import RequestError
 from acp.schema import PromptResponse
 from e2e_helpers import Box, decisions, run, wait_until
 
+from tool_failure_guard.core.actions import shown_text
 from tool_failure_guard.guard import (
     REPEATED_TOOL_FAILURE_REMINDER,
     REPEATED_TOOL_FAILURE_STOP_MESSAGE,
@@ -29,6 +30,7 @@ from tool_failure_guard.session.telemetry.sink import GUARD_LOG_EVENT, LOOP_DETE
 from tool_failure_guard.session.transport.client import RecordingClient, spawn_guarded_agent
 
 T = TypeVar("T")
+SHOWN_STOP = shown_text(REPEATED_TOOL_FAILURE_STOP_MESSAGE)
 READ_MISSING = {"tool": "read_file", "args": {"path": "missing.txt"}}
 
 
@@ -174,9 +176,10 @@ def test_repeated_failure_stop(box: Box) -> None:
 
     assert response.stop_reason == "end_turn"
     assert response.field_meta["loopType"] == "repeated_tool_execution_failure"
+    assert response.field_meta["code"] == "LOOP_DETECTED"
     assert decisions(response) == ["tracked", "warn", "stop"]
-    assert client.agent_texts().count(REPEATED_TOOL_FAILURE_STOP_MESSAGE) == 1
-    assert client.agent_texts()[-1] == REPEATED_TOOL_FAILURE_STOP_MESSAGE
+    assert client.agent_texts().count(SHOWN_STOP) == 1
+    assert client.agent_texts()[-1] == SHOWN_STOP  # the sentence; the history has System:
     statuses = client.final_statuses()
     assert len(statuses) == 12 and set(statuses.values()) == {"failed"}
     history = box.history(sid)
@@ -195,7 +198,7 @@ def test_concurrent_siblings_settle_before_the_batch_is_reduced(box: Box) -> Non
     assert decisions(response) == ["tracked", "warn", "stop"]
     assert [r["failureCount"] for r in batches(response)] == [4, 8, 12]
     events = client.events
-    stop_at = next(i for i, e in enumerate(events) if e.text == REPEATED_TOOL_FAILURE_STOP_MESSAGE)
+    stop_at = next(i for i, e in enumerate(events) if e.text == SHOWN_STOP)
     shell_done = next(
         i for i, e in enumerate(events) if e.call_id == "call-p0-t2-0" and e.status == "completed"
     )
@@ -228,7 +231,7 @@ def test_host_without_drain_method_never_accumulates_a_candidate(box: Box) -> No
         ("reset", "unreliable_input", False),
     ] + [("none", None, False)] * 4
     assert response.field_meta["toolFailureGuard"]["drainSupported"] is False
-    assert REPEATED_TOOL_FAILURE_STOP_MESSAGE not in client.agent_texts()
+    assert SHOWN_STOP not in client.agent_texts()
     assert system_texts(box.history(sid)) == []  # no reminder: no candidate ever
     assert client.drain_requests == []
 
@@ -482,7 +485,7 @@ def test_tool_call_cap_is_consulted_after_the_guard(box: Box) -> None:
         prompt_once(box, mode="shadow", scenario="read-loop", extra_args=["--max-tool-calls", "6"])
     )
     assert shadow.stop_reason == "max_turn_requests"
-    assert shadow.field_meta["loopType"] == "tool_call_cap"
+    assert shadow.field_meta["loopType"] == "turn_tool_call_cap"
     assert decisions(shadow) == ["tracked", "would_warn"]  # the guard ran before the cap
     assert "tool-call limit" in client.agent_texts()[-1]
     assert box.history(sid)[-1].parts[-1].kind == "notice"
@@ -507,7 +510,7 @@ def test_project_env_cannot_set_the_tool_call_cap(box: Box) -> None:
 def test_home_env_sets_the_tool_call_cap(box: Box) -> None:
     (box.home / ".env").write_text("TOOL_FAILURE_GUARD_MAX_TOOL_CALLS=4\n", encoding="utf-8")
     _, [response], _ = run(prompt_once(box, mode="shadow", scenario="read-loop"))
-    assert response.field_meta["loopType"] == "tool_call_cap"
+    assert response.field_meta["loopType"] == "turn_tool_call_cap"
     assert decisions(response) == ["tracked"]
 
 
@@ -576,7 +579,7 @@ def test_cancel_during_the_drain_wins_over_the_stop(box: Box) -> None:
     # the third batch would have stopped; the guard never saw it
     assert decisions(response) == ["tracked", "warn"]
     assert "loopType" not in response.field_meta
-    assert REPEATED_TOOL_FAILURE_STOP_MESSAGE not in client.agent_texts()
+    assert SHOWN_STOP not in client.agent_texts()
     history = box.history(sid)
     assert history[-1].kind == "tool_results"
     assert [p.kind for p in history[-1].parts] == ["function_response"] * 4

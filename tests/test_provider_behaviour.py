@@ -15,6 +15,7 @@ import pytest
 from e2e_helpers import decisions
 from provider_harness import PROVIDERS, Run, run_agent
 
+from tool_failure_guard.core.actions import shown_text
 from tool_failure_guard.guard import (
     REPEATED_TOOL_FAILURE_REMINDER,
     REPEATED_TOOL_FAILURE_STOP_MESSAGE,
@@ -86,7 +87,7 @@ def test_enforce_stops_after_the_reminder_with_the_fixed_notice(
     assert response.field_meta["loopType"] == "repeated_tool_execution_failure"
     assert decisions(response)[-2:] == ["warn", "stop"]
     assert notices(run.history) == [REPEATED_TOOL_FAILURE_STOP_MESSAGE]
-    assert run.client.agent_texts().count(REPEATED_TOOL_FAILURE_STOP_MESSAGE) == 1
+    assert run.client.agent_texts().count(shown_text(REPEATED_TOOL_FAILURE_STOP_MESSAGE)) == 1
     assert set(tool_statuses(run)) == {"failed"}
     if run.fake is not None:  # no model request after the stop
         assert len(run.fake.requests) == 3

@@ -31,6 +31,7 @@ from mcp_servers import FILESYSTEM, require_real_servers
 from openai_server import FakeOpenAI, Reply, call, serve
 from test_acpx_e2e import require_acpx
 
+from tool_failure_guard.core.actions import shown_text
 from tool_failure_guard.guard import (
     REPEATED_TOOL_FAILURE_REMINDER,
     REPEATED_TOOL_FAILURE_STOP_MESSAGE,
@@ -165,7 +166,7 @@ class ReadsTheConfigWithMcp:
 def assert_reminded_once_then_stopped(fake: FakeOpenAI, shown: str) -> None:
     counts = [fake.count_in(i, REPEATED_TOOL_FAILURE_REMINDER) for i in range(len(fake.requests))]
     assert counts == [0, 0, 1]
-    assert REPEATED_TOOL_FAILURE_STOP_MESSAGE in shown
+    assert shown_text(REPEATED_TOOL_FAILURE_STOP_MESSAGE) in shown
 
 
 def assert_read_through_mcp(fake: FakeOpenAI, model: ReadsTheConfigWithMcp) -> None:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tool_failure_guard.core.actions import shown_text
 from tool_failure_guard.guard import REPEATED_TOOL_FAILURE_STOP_MESSAGE
 from tool_failure_guard.session.persistence.history import HistoryStore, HistoryWriteError
 from tool_failure_guard.session.persistence.messages import HistoryError, Message, Part
@@ -228,7 +229,7 @@ def test_replay_shows_prompt_tools_and_the_stop_message() -> None:
         "agent_message_chunk",
     ]
     assert updates[3].status == "failed"
-    assert updates[-1].content.text == REPEATED_TOOL_FAILURE_STOP_MESSAGE
+    assert updates[-1].content.text == shown_text(REPEATED_TOOL_FAILURE_STOP_MESSAGE)
 
 
 def test_a_version_1_history_still_loads(tmp_path: Path) -> None:

@@ -42,7 +42,7 @@ def test_order_is_most_specific_first() -> None:
         "global_tool_call_duplicate",
         "invalid_tool_params_stagnation",
         "repeated_tool_execution_failure",
-        "tool_call_cap",
+        "turn_tool_call_cap",
     )
 
 

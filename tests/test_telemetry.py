@@ -437,21 +437,21 @@ def test_other_loop_types_keep_reaching_product_analytics() -> None:
         "invalid_tool_params_stagnation",
         REPEATED_TOOL_EXECUTION_FAILURE,
         "global_tool_call_duplicate",
-        "tool_call_cap",
+        "turn_tool_call_cap",
         "some_future_loop",
     ]:
         h.sink.loop_detected(prompt_id=f"p-{loop_type}", loop_type=loop_type)
     assert h.analytics == [
         LoopDetectedEvent("p-invalid_tool_params_stagnation", "invalid_tool_params_stagnation"),
         LoopDetectedEvent("p-global_tool_call_duplicate", "global_tool_call_duplicate"),
-        LoopDetectedEvent("p-tool_call_cap", "tool_call_cap"),
+        LoopDetectedEvent("p-turn_tool_call_cap", "turn_tool_call_cap"),
         LoopDetectedEvent("p-some_future_loop", "some_future_loop"),
     ]
     assert [log["loop_type"] for log in h.logs(LOOP_DETECTED_EVENT)] == [
         "invalid_tool_params_stagnation",
         "repeated_tool_execution_failure",
         "global_tool_call_duplicate",
-        "tool_call_cap",
+        "turn_tool_call_cap",
         "other",  # an unknown loop type never becomes a new label value
     ]
 
@@ -463,9 +463,9 @@ def test_analytics_routing_survives_a_failing_opentelemetry_pipeline() -> None:
         logger_provider=RaisingLoggerProvider(),
         product_analytics=analytics.append,
     )
-    sink.loop_detected(prompt_id="p", loop_type="tool_call_cap")
+    sink.loop_detected(prompt_id="p", loop_type="turn_tool_call_cap")
     sink.loop_detected(prompt_id="p", loop_type=REPEATED_TOOL_EXECUTION_FAILURE)
-    assert analytics == [LoopDetectedEvent("p", "tool_call_cap")]
+    assert analytics == [LoopDetectedEvent("p", "turn_tool_call_cap")]
 
 
 # -- the execution SLI -------------------------------------------------------------
@@ -696,7 +696,7 @@ def test_otel_sdk_disabled_silences_the_console_sink(
     monkeypatch.setenv("OTEL_SDK_DISABLED", "true")
     sink = build_telemetry("console")
     run_prompt(sink, GuardMode.ENFORCE, [failing_batch(f"b{n}", 4) for n in range(3)])
-    sink.loop_detected(prompt_id="p", loop_type="tool_call_cap")
+    sink.loop_detected(prompt_id="p", loop_type="turn_tool_call_cap")
     sink.shutdown()
     assert capsys.readouterr() == ("", "")
 

@@ -242,7 +242,7 @@ def run(sink: Any, s: Sentinels) -> list[Step]:
                 sink.loop_detected(prompt_id=prompt_id, loop_type=REPEATED_TOOL_EXECUTION_FAILURE)
                 break
     # Other protections' loop events, and calls whose strings no receipt would accept.
-    sink.loop_detected(prompt_id=s.prompt("cap"), loop_type="tool_call_cap")
+    sink.loop_detected(prompt_id=s.prompt("cap"), loop_type="turn_tool_call_cap")
     sink.loop_detected(prompt_id=s.prompt("odd"), loop_type=s.unknown_loop)
     sink.tool_call_settled(
         terminal_status=s.unknown_status,
@@ -479,7 +479,7 @@ def test_the_guard_stop_never_reaches_product_analytics(
     rec, s, steps = recorded
     assert DecisionKind.STOP in {step.kind for step in steps}
     assert rec.analytics == [
-        LoopDetectedEvent(s.prompt("cap"), "tool_call_cap"),
+        LoopDetectedEvent(s.prompt("cap"), "turn_tool_call_cap"),
         LoopDetectedEvent(s.prompt("odd"), s.unknown_loop),
     ]
 

@@ -20,6 +20,7 @@ from acp import (
     update_user_message_text,
 )
 
+from tool_failure_guard.core.actions import shown_text
 from tool_failure_guard.session.persistence.assembly import interrupted_response
 from tool_failure_guard.session.persistence.messages import Message, Part
 
@@ -84,7 +85,7 @@ def replay_updates(messages: Sequence[Message]) -> list[Any]:
                 )
             elif part.kind == "function_response":
                 updates.append(_final_update(part))
-            elif part.kind == "notice":
-                updates.append(update_agent_message_text(part.text))
+            elif part.kind == "notice":  # shown as it was: without the System: prefix
+                updates.append(update_agent_message_text(shown_text(part.text)))
         updates.extend(_final_update(response) for response in unanswered)
     return updates

@@ -13,8 +13,9 @@ session's IO around them, in the specification's order:
    the core's system texts (the REMINDER on ``warn``), mid-turn input].
 
 A stop suspends the todo stop guard, persists the responses and the fixed stop
-notice before anything is reported, emits the notice once and opens no further
-model stream.  The step sees its prompt only through :class:`BoundaryHost`.
+notice ("System: ...", model-facing) before anything is reported, emits it once
+as an agent message without the ``System: `` prefix (what a person reads), and
+opens no further model stream.  The step sees its prompt only through :class:`BoundaryHost`.
 """
 
 from __future__ import annotations
@@ -139,6 +140,6 @@ async def stop(
     host.record_results([*responses, Part(kind="notice", text=action.notice)])
     if action.first:
         host.loop_detected(action.loop_type)
-    await host.emit(update_agent_message_text(action.notice))
+    await host.emit(update_agent_message_text(action.shown_text))  # no System: prefix
     stop_reason = "max_turn_requests" if action.loop_type == LOOP_TOOL_CALL_CAP else "end_turn"
     return host.end(stop_reason, action.loop_type)

@@ -54,6 +54,10 @@ from tool_failure_guard.session.tools.executor import Cancelled, race_cancel
 
 #: The ``_meta`` key of a prompt response naming the loop type of a stop.
 LOOP_TYPE_META_KEY = "loopType"
+#: The rest of a stopped prompt's ``_meta``: the fields, names and values of the
+#: ``data`` Qwen Code 0.24.4 answers a stopped ``session/prompt`` with (error -32603),
+#: so a host written for it recognises the stop without reading text.
+LOOP_DETECTED_META = {"code": "LOOP_DETECTED", "errorKind": "loop_detected"}
 #: The ``_meta`` key of the per-batch guard report (``--report-decisions``).
 REPORT_META_KEY = "toolFailureGuard"
 #: Automatic continuations the todo stop guard may add to one prompt.
@@ -192,6 +196,7 @@ class PromptRun:
     def _meta(self, loop_type: str | None = None) -> dict[str, Any] | None:
         meta: dict[str, Any] = {}
         if loop_type is not None:
+            meta.update(LOOP_DETECTED_META)
             meta[LOOP_TYPE_META_KEY] = loop_type
         if self.session.report_decisions:
             meta[REPORT_META_KEY] = {

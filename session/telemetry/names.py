@@ -59,7 +59,7 @@ LOOP_TYPES: Final = frozenset(
         REPEATED_TOOL_EXECUTION_FAILURE,
         "invalid_tool_params_stagnation",
         "global_tool_call_duplicate",
-        "tool_call_cap",
+        "turn_tool_call_cap",
     }
 )
 OTHER: Final = "other"

@@ -8,7 +8,9 @@ batch with one of these frozen values:
   place in the history (the reminder, exactly once per candidate streak, in
   ``warn``/``enforce``), kept in every later request;
 - :class:`Stop`: no further model request; keep the settled function
-  responses in the history, append :attr:`Stop.notice` once, end the run;
+  responses in the history, append :attr:`Stop.notice` once, end the run
+  (a person is shown :attr:`Stop.shown_text`, the notice without its
+  ``System: `` prefix);
 - :class:`PromptCancelled`: the run was cancelled; keep the settled results,
   the guard was not consulted.
 
@@ -36,7 +38,10 @@ from tool_failure_guard.guard import (
     InputBoundary,
 )
 
-#: The fixed text each protection's stop ends the run with, by loop type.
+#: The prefix of fixed system context in the model-facing history (each stop notice has it).
+SYSTEM_PREFIX = "System: "
+
+#: The fixed text each protection's stop ends the run with, by loop type (model-facing).
 STOP_NOTICES = {
     LOOP_REPEATED_TOOL_FAILURE: REPEATED_TOOL_FAILURE_STOP_MESSAGE,
     LOOP_PROVIDER_DUPLICATE: (
@@ -52,6 +57,17 @@ STOP_NOTICES = {
         "limit. New user input is required to continue."
     ),
 }
+
+
+def shown_text(notice: str) -> str:
+    """What a person is shown for a stop notice: the sentence without ``System: ``.
+
+    The released original (Qwen Code 0.24.4) keeps its stop message without the
+    prefix, writes ``System: <message>`` into the model-facing history and shows
+    the bare sentence to people; the notices here carry the prefix (the
+    specification's text), so the shown form strips it.
+    """
+    return notice.removeprefix(SYSTEM_PREFIX)
 
 
 @attrs.frozen(kw_only=True)
@@ -100,6 +116,11 @@ class Stop:
     @property
     def decision(self) -> Decision | None:
         return self.guard_step.decision if self.guard_step is not None else None
+
+    @property
+    def shown_text(self) -> str:
+        """The notice as a person reads it (the agent message): no ``System: `` prefix."""
+        return shown_text(self.notice)
 
 
 @attrs.frozen(kw_only=True)

@@ -16,7 +16,8 @@ order and stops at the first that stops the prompt:
 3. the repeated tool-failure guard (``guard.RepeatedToolFailureGuard``, after
    the mid-turn drain) stops it as ``repeated_tool_execution_failure``;
 4. the per-prompt tool-call cap (:class:`ToolCallCap`, default 100):
-   ``tool_call_cap``.
+   ``turn_tool_call_cap`` (the original's name for its per-turn cap; this
+   project called it ``tool_call_cap`` before).
 
 The first protection that stops a prompt records its loop type in the
 prompt's :class:`LoopLatch`; later ones record nothing.
@@ -37,7 +38,7 @@ from tool_failure_guard.core.outcomes import CallOutcome, FunctionCall
 LOOP_PROVIDER_DUPLICATE = "global_tool_call_duplicate"
 LOOP_INVALID_TOOL_PARAMS = "invalid_tool_params_stagnation"
 LOOP_REPEATED_TOOL_FAILURE = "repeated_tool_execution_failure"
-LOOP_TOOL_CALL_CAP = "tool_call_cap"
+LOOP_TOOL_CALL_CAP = "turn_tool_call_cap"
 
 #: Protection order, most specific first.
 LOOP_TYPES_IN_ORDER = (
