@@ -239,6 +239,8 @@ class Host:
         self.plans: dict[str, HostPlan] = {}
         self.updates: dict[str, list[dict[str, Any]]] = defaultdict(list)
         self.drain_requests: list[DrainRequest] = []
+        #: drain requests under a name this host lacks (answered -32601)
+        self.refused: list[DrainRequest] = []
         self.permission_requests: list[dict[str, Any]] = []
 
     def plan(self, session_id: str, plan: HostPlan) -> None:
@@ -257,9 +259,10 @@ class Host:
         wanted = {"bare": (DRAIN_BARE,), "underscore": (DRAIN_UNDERSCORE,)}.get(
             self.drain, (DRAIN_BARE, DRAIN_UNDERSCORE) if self.drain == "both" else ()
         )
-        if wire_name not in wanted:
-            raise RequestError.method_not_found(wire_name)
         session_id = str(params.get("sessionId", ""))
+        if wire_name not in wanted:
+            self.refused.append(DrainRequest(wire_name, session_id, dict(params)))
+            raise RequestError.method_not_found(wire_name)
         index = sum(1 for r in self.drain_requests if r.session_id == session_id)
         self.drain_requests.append(DrainRequest(wire_name, session_id, dict(params)))
         plan = self.plans.get(session_id, HostPlan())
