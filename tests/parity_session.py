@@ -111,17 +111,19 @@ class Model:
 
 @attrs.frozen
 class Group:
-    """One agent process: its mode, the host's drain names, and the sessions it serves."""
+    """One agent process per agent named: its mode, the host's drain names, its sessions."""
 
     name: str
     mode: str
     drain: str
     sessions: tuple[tuple[str, str, HostPlan], ...]  #: (label, episode, plan)
+    agents: tuple[str, ...] = AGENTS
 
 
 @attrs.frozen
 class SessionRun:
     agent: str
+    mode: str
     group: str
     label: str
     episode: str
@@ -239,6 +241,7 @@ async def run_group(model: Model, agent: str, group: Group, base_url: str) -> li
     return [
         SessionRun(
             agent=agent,
+            mode=group.mode,
             group=group.name,
             label=label,
             episode=episode,
@@ -257,7 +260,7 @@ async def run_group(model: Model, agent: str, group: Group, base_url: str) -> li
 async def run_all(
     model: Model, groups: Sequence[Group], base_url: str, *, parallel: int = 4
 ) -> tuple[dict[tuple[str, str, str], SessionRun], float]:
-    """Every group under both agents; runs keyed (agent, group, label), and the wall time."""
+    """Every group under its agents; runs keyed (agent, mode, label), and the wall time."""
     limit = asyncio.Semaphore(parallel)
     started = time.monotonic()
 
@@ -265,6 +268,8 @@ async def run_all(
         async with limit:
             return await run_group(model, agent, group, base_url)
 
-    results = await asyncio.gather(*(one(a, g) for g in groups for a in AGENTS))
-    runs = {(r.agent, r.group, r.label): r for batch in results for r in batch}
+    # The original first: its processes take longest.
+    jobs = [(a, g) for a in reversed(AGENTS) for g in groups if a in g.agents]
+    results = await asyncio.gather(*(one(a, g) for a, g in jobs))
+    runs = {(r.agent, r.mode, r.label): r for batch in results for r in batch}
     return runs, time.monotonic() - started

@@ -215,6 +215,9 @@ class HostPlan:
     typed_input: Mapping[int, Sequence[str]] = attrs.field(factory=dict)
     #: drain indexes at which the host holds a queued prompt (``hasQueuedPrompt``)
     queued_prompt_at: frozenset[int] = frozenset()
+    #: the drain names for this session only (default: the host's); the original keeps
+    #: a failed drain per session, so one of its processes can serve several host kinds
+    drain: DrainNames | None = None
 
 
 @attrs.frozen
@@ -256,16 +259,17 @@ class Host:
         router.add_route(Route(method=DRAIN_BARE, func=bare, kind="request"))
 
     def _drain(self, wire_name: str, params: dict[str, Any]) -> dict[str, Any]:
-        wanted = {"bare": (DRAIN_BARE,), "underscore": (DRAIN_UNDERSCORE,)}.get(
-            self.drain, (DRAIN_BARE, DRAIN_UNDERSCORE) if self.drain == "both" else ()
-        )
         session_id = str(params.get("sessionId", ""))
+        plan = self.plans.get(session_id, HostPlan())
+        names = plan.drain or self.drain
+        wanted = {"bare": (DRAIN_BARE,), "underscore": (DRAIN_UNDERSCORE,)}.get(
+            names, (DRAIN_BARE, DRAIN_UNDERSCORE) if names == "both" else ()
+        )
         if wire_name not in wanted:
             self.refused.append(DrainRequest(wire_name, session_id, dict(params)))
             raise RequestError.method_not_found(wire_name)
         index = sum(1 for r in self.drain_requests if r.session_id == session_id)
         self.drain_requests.append(DrainRequest(wire_name, session_id, dict(params)))
-        plan = self.plans.get(session_id, HostPlan())
         return {
             "messages": list(plan.typed_input.get(index, ())),
             "hasQueuedPrompt": index in plan.queued_prompt_at,
@@ -347,7 +351,8 @@ async def spawn_original(
     ``home`` must hold the settings (:func:`make_home`).  The mode is read once per
     ``session/new`` from this process environment, so one process serves many sessions
     of one mode.  ``stderr`` defaults to the null device (it must be drained or discarded:
-    an agent blocked on a full pipe hangs).
+    an agent blocked on a full pipe hangs).  On leaving, the SDK closes its stdin, waits
+    2 s and sends SIGTERM (it flushes its telemetry outfile then).
     """
     argv = command(model, debug=debug)
     env = environment(home=home, base_url=base_url, mode=mode, model=model, extra=extra_env)

@@ -18,6 +18,7 @@ import itertools
 from collections.abc import Iterator
 from typing import Any
 
+import attrs
 import pytest
 from acp import RequestError
 from openai_server import FakeOpenAI, serve
@@ -33,32 +34,51 @@ from tool_failure_guard.session.pipeline.drain import QUEUED_INPUT_PREFIX
 
 MODES = ("off", "shadow", "warn", "enforce")
 TYPED = "please look somewhere else"
-#: Host variants, all in enforce, all on the stubborn episode: label -> (group, plan).
+#: Host variants, all in enforce, all on the stubborn episode: label -> the host's drain
+#: names and plan.  Ours learns the drain name once per connection, so a host kind other
+#: than the bare name gets a process of its own; the original keeps a failed drain per
+#: session, so its enforce process serves them all (``HostPlan.drain``).
 VARIANTS = {
-    "stubborn.queued": ("enforce", HostPlan(queued_prompt_at=frozenset({1}))),
-    "stubborn.typed": ("enforce", HostPlan(typed_input={1: [TYPED]})),
-    "stubborn.underscore": ("enforce-underscore", HostPlan()),
-    "stubborn.none": ("enforce-none", HostPlan()),
+    "stubborn.queued": ("bare", HostPlan(queued_prompt_at=frozenset({1}))),
+    "stubborn.typed": ("bare", HostPlan(typed_input={1: [TYPED]})),
+    "stubborn.underscore": ("underscore", HostPlan()),
+    "stubborn.none": ("none", HostPlan()),
 }
-GROUPS = [
+_EPISODE_SESSIONS = tuple((episode, episode, HostPlan()) for episode in EPISODES)
+#: In off the guard does nothing: a failing loop of each tool and the control suffice.
+OFF_EPISODES = ("stubborn", "shell", "control")
+_BARE_VARIANTS = tuple(
+    (label, "stubborn", plan) for label, (drain, plan) in VARIANTS.items() if drain == "bare"
+)
+GROUPS = [Group("off", "off", "bare", tuple(s for s in _EPISODE_SESSIONS if s[0] in OFF_EPISODES))]
+GROUPS += [Group(mode, mode, "bare", _EPISODE_SESSIONS) for mode in ("shadow", "warn")]
+GROUPS += [
     Group(
-        mode,
-        mode,
+        "enforce",
+        "enforce",
         "bare",
-        tuple((episode, episode, HostPlan()) for episode in EPISODES)
+        _EPISODE_SESSIONS
+        + _BARE_VARIANTS
         + tuple(
-            (label, "stubborn", plan) for label, (group, plan) in VARIANTS.items() if group == mode
+            (label, "stubborn", attrs.evolve(plan, drain=drain))  # type: ignore[arg-type]
+            for label, (drain, plan) in VARIANTS.items()
+            if drain != "bare"
         ),
-    )
+        agents=("original",),
+    ),
+    Group("enforce", "enforce", "bare", _EPISODE_SESSIONS + _BARE_VARIANTS, agents=("ours",)),
+]
+GROUPS += [
+    Group(f"enforce-{drain}", "enforce", drain, ((label, "stubborn", plan),), agents=("ours",))
+    for label, (drain, plan) in VARIANTS.items()
+    if drain != "bare"
+]
+CASES = [
+    (mode, episode)
     for mode in MODES
-] + [
-    Group(group, "enforce", group.split("-")[1], ((label, "stubborn", plan),))
-    for label, (group, plan) in VARIANTS.items()
-    if group != "enforce"
-]
-CASES = [(mode, episode) for mode in MODES for episode in EPISODES] + [
-    (group, label) for label, (group, _) in VARIANTS.items()
-]
+    for episode in EPISODES
+    if mode != "off" or episode in OFF_EPISODES
+] + [("enforce", label) for label in VARIANTS]
 #: The cases where the two must behave alike (the underscore host is a listed difference).
 ALIKE = [case for case in CASES if case[1] != "stubborn.underscore"]
 LOOP_DATA = {
@@ -75,13 +95,14 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[Any, Session
     model = Model(tmp_path_factory.mktemp("parity"))
     with serve(FakeOpenAI(model)) as fake:
         found, wall = asyncio.run(asyncio.wait_for(run_all(model, GROUPS, fake.base_url), 900))
-    print(f"\nparity sessions: {len(found)} sessions in {len(GROUPS) * 2} processes, {wall:.1f} s")
+    processes = sum(len(g.agents) for g in GROUPS)
+    print(f"\nparity sessions: {len(found)} sessions in {processes} processes, {wall:.1f} s")
     assert model.untagged == [], "a model request carried no episode tag"
     yield found
 
 
-def pair(runs: dict[Any, SessionRun], group: str, label: str) -> tuple[SessionRun, SessionRun]:
-    return runs["ours", group, label], runs["original", group, label]
+def pair(runs: dict[Any, SessionRun], mode: str, label: str) -> tuple[SessionRun, SessionRun]:
+    return runs["ours", mode, label], runs["original", mode, label]
 
 
 def stopped(run: SessionRun) -> bool:
@@ -122,11 +143,11 @@ def first_carrier(run: SessionRun, text: str) -> list[tuple[int, int, str, str]]
     return out
 
 
-@pytest.mark.parametrize(("group", "label"), ALIKE)
+@pytest.mark.parametrize(("mode", "label"), ALIKE)
 def test_the_same_calls_run_and_the_same_requests_go_out(
-    runs: dict[Any, SessionRun], group: str, label: str
+    runs: dict[Any, SessionRun], mode: str, label: str
 ) -> None:
-    ours, original = pair(runs, group, label)
+    ours, original = pair(runs, mode, label)
     assert executed(ours) == executed(original)
     assert len(ours.requests) == len(original.requests)
     assert stopped(ours) == stopped(original)
@@ -136,11 +157,11 @@ def test_the_same_calls_run_and_the_same_requests_go_out(
         assert len(original.requests) == len(batches)
 
 
-@pytest.mark.parametrize(("group", "label"), ALIKE)
+@pytest.mark.parametrize(("mode", "label"), ALIKE)
 def test_the_reminder_goes_out_after_the_same_batch_with_the_same_text(
-    runs: dict[Any, SessionRun], group: str, label: str
+    runs: dict[Any, SessionRun], mode: str, label: str
 ) -> None:
-    ours, original = pair(runs, group, label)
+    ours, original = pair(runs, mode, label)
     mine = first_carrier(ours, REPEATED_TOOL_FAILURE_REMINDER)
     theirs = first_carrier(original, REPEATED_TOOL_FAILURE_REMINDER)
     assert [m[0] for m in mine] == [t[0] for t in theirs]
@@ -154,11 +175,11 @@ def test_the_reminder_goes_out_after_the_same_batch_with_the_same_text(
     assert [t[2:] for t in theirs] == [("user", "tool")] * len(theirs)
 
 
-@pytest.mark.parametrize(("group", "label"), ALIKE)
+@pytest.mark.parametrize(("mode", "label"), ALIKE)
 def test_the_person_sees_the_same_turn_and_the_stop_in_each_ones_way(
-    runs: dict[Any, SessionRun], group: str, label: str
+    runs: dict[Any, SessionRun], mode: str, label: str
 ) -> None:
-    ours, original = pair(runs, group, label)
+    ours, original = pair(runs, mode, label)
     model_text = original.host.agent_text(original.session_id)
     if not stopped(original):
         assert not isinstance(original.outcome, RequestError)
@@ -176,11 +197,11 @@ def test_the_person_sees_the_same_turn_and_the_stop_in_each_ones_way(
     assert ours.host.agent_text(ours.session_id) == model_text + BARE_STOP_MESSAGE
 
 
-@pytest.mark.parametrize(("group", "label"), ALIKE)
+@pytest.mark.parametrize(("mode", "label"), ALIKE)
 def test_the_guard_records_the_same_decisions(
-    runs: dict[Any, SessionRun], group: str, label: str
+    runs: dict[Any, SessionRun], mode: str, label: str
 ) -> None:
-    ours, original = pair(runs, group, label)
+    ours, original = pair(runs, mode, label)
     assert [shared_guard_fields(r) for r in ours.guard_records] == [
         shared_guard_fields(r) for r in original.guard_records
     ]
@@ -197,7 +218,7 @@ def test_the_guard_records_the_same_decisions(
 def test_both_drain_under_the_bare_name_with_the_same_request(
     runs: dict[Any, SessionRun], mode: str
 ) -> None:
-    for label in EPISODES:
+    for label in EPISODES if mode != "off" else OFF_EPISODES:
         ours, original = pair(runs, mode, label)
         for run in (ours, original):
             assert {r.method for r in run.host.drains_of(run.session_id)} <= {DRAIN_BARE}
@@ -211,11 +232,13 @@ def test_on_a_host_with_only_the_underscore_name_ours_falls_back_and_the_origina
     runs: dict[Any, SessionRun],
 ) -> None:
     """docs/parity.md: ours learns the ``_`` name once per connection; 0.24.4 has no drain."""
-    ours, original = pair(runs, "enforce-underscore", "stubborn.underscore")
+    ours, original = pair(runs, "enforce", "stubborn.underscore")
     assert [r.method for r in ours.host.refused] == [DRAIN_BARE]
     assert {r.method for r in ours.host.drain_requests} == {DRAIN_UNDERSCORE}
-    assert [r.method for r in original.host.refused] == [DRAIN_BARE]
-    assert original.host.drain_requests == []
+    assert [r.method for r in original.host.refused if r.session_id == original.session_id] == [
+        DRAIN_BARE
+    ]
+    assert original.host.drains_of(original.session_id) == []
     assert [r["decision"] for r in ours.guard_records] == ["tracked", "warned", "stopped"]
     assert [(r["decision"], r["reset_reason"]) for r in original.guard_records] == [
         ("reset", "unreliable_input")
@@ -236,6 +259,6 @@ def test_typed_input_reaches_the_next_request_in_the_same_place(
 def test_the_cases_cover_every_decision(runs: dict[Any, SessionRun]) -> None:
     decisions = {r["decision"] for run in runs.values() for r in run.guard_records}
     assert decisions == set(TELEMETRY_DECISION.values())
-    assert {(a, g, lbl) for a, (g, lbl) in itertools.product(("ours", "original"), CASES)} == set(
+    assert {(a, m, lbl) for a, (m, lbl) in itertools.product(("ours", "original"), CASES)} == set(
         runs
     )
