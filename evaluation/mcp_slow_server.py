@@ -2,7 +2,8 @@
 
 Written with the official ``mcp`` SDK's server side and spoken to over stdio
 like any MCP server; the agent's per-call timeout (``TOOL_FAILURE_GUARD_MCP_TIMEOUT``)
-cancels each call, so every call settles as ``mcp_timeout``.
+cancels each call, so every call settles as ``execution_timeout`` (``mcp_timeout`` before
+the original's name was adopted).
 Run: ``python -m tool_failure_guard.evaluation.mcp_slow_server``
 (``TFG_EVAL_MCP_DELAY`` seconds, default 60).
 """

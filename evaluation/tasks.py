@@ -76,7 +76,7 @@ TASKS: tuple[Task, ...] = (
         name="failing-build",
         kind="failure",
         prompt="Run `make build` and tell me why the build fails.",
-        provokes="run_shell_command/shell_nonzero_exit",
+        provokes="run_shell_command/shell_execute_error",
         files=(
             (
                 "Makefile",
@@ -89,7 +89,7 @@ TASKS: tuple[Task, ...] = (
         name="outside-log",
         kind="failure",
         prompt="Read /var/log/billing/service.log and tell me which error it reports.",
-        provokes="read_file/path_outside_workspace",
+        provokes="read_file/path_not_in_workspace",
         files=(
             ("logs/service.log", "INFO start\nERROR disk quota exceeded on /data\nINFO stop\n"),
             ("README.md", "A copy of the service log is kept in logs/.\n"),
@@ -101,7 +101,7 @@ TASKS: tuple[Task, ...] = (
         kind="failure",
         prompt=f"Use the {MCP_SERVER_NAME} server's ci_status tool to get the status of the "
         "latest CI run and tell me what it is.",
-        provokes=f"mcp__{MCP_SERVER_NAME}__ci_status/mcp_timeout",
+        provokes=f"mcp__{MCP_SERVER_NAME}__ci_status/execution_timeout",
         files=(("README.md", "CI runs on every push.\n"),),
         checker=_says(_BLOCKED),
         mcp=True,

@@ -34,8 +34,8 @@ def observed(outcome: CallOutcome) -> ObservationClass:
             "eligible_failure",
         ),
         (
-            outcomes.failed(CALL, "shell_timeout", "timed out"),
-            ("error", "error", "shell_timeout"),
+            outcomes.failed(CALL, "execution_timeout", "timed out"),
+            ("error", "error", "execution_timeout"),
             "eligible_failure",
         ),
         (

@@ -193,7 +193,7 @@ def test_a_long_running_tool_times_out_and_another_is_cancelled(box: Box) -> Non
 
     timed_out, cancelled, sid = run(go())
     first, second = box.results(sid)
-    assert (first.name, first.status, first.error_type) == (LONG_TOOL, "error", "mcp_timeout")
+    assert (first.name, first.status, first.error_type) == (LONG_TOOL, "error", "execution_timeout")
     assert decisions(timed_out) == ["tracked"]
     assert (second.name, second.status, second.error_type) == (LONG_TOOL, "cancelled", None)
     assert cancelled.stop_reason == "cancelled"

@@ -210,7 +210,7 @@ def _batch(*calls: tuple[str, str, str | None]) -> dict[str, Any]:
 
 
 READ_FAIL = ("read_file", '{"path": "config.yaml"}', "file_not_found")
-CAT_FAIL = ("run_shell_command", '{"command": "cat config.yaml"}', "shell_nonzero_exit")
+CAT_FAIL = ("run_shell_command", '{"command": "cat config.yaml"}', "shell_execute_error")
 
 
 def test_alternating_failures_restart_the_shipped_streak_but_not_the_per_key_what_if() -> None:

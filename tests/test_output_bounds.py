@@ -153,7 +153,7 @@ def test_a_failing_command_with_huge_output_names_its_status_and_the_cut(
     outcome = shell(tmp_path, "yes | head -c 10000000; echo the-real-error; exit 3")
     assert (outcome.terminal_status, outcome.execution_error_type) == (
         "error",
-        "shell_nonzero_exit",
+        "shell_execute_error",
     )
     assert outcome.output.startswith("exit status 3\n")
     assert outcome.output.endswith("the-real-error")  # the tail is kept

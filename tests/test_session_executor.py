@@ -176,13 +176,13 @@ def test_paths_are_confined_to_the_session_directory(tmp_path: Path) -> None:
     project.mkdir()
     call = FunctionCall(call_id="a", name="read_file", args={"path": "../secret"})
     outcome = execute(None, call, project)
-    assert axes(outcome) == ("error", "error", "path_outside_workspace")
+    assert axes(outcome) == ("error", "error", "path_not_in_workspace")
 
 
 def test_shell_timeout_and_exit_status_are_typed(tmp_path: Path) -> None:
     call = FunctionCall(call_id="a", name="run_shell_command", args={"command": "exit 4"})
-    assert axes(execute(None, call, tmp_path)) == ("error", "error", "shell_nonzero_exit")
+    assert axes(execute(None, call, tmp_path)) == ("error", "error", "shell_execute_error")
     call = FunctionCall(
         call_id="b", name="run_shell_command", args={"command": "sleep 5", "timeout": 0.05}
     )
-    assert axes(execute(None, call, tmp_path)) == ("error", "error", "shell_timeout")
+    assert axes(execute(None, call, tmp_path)) == ("error", "error", "execution_timeout")

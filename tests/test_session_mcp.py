@@ -175,9 +175,11 @@ def test_the_mcp_outcome_table_in_the_docs_matches_the_code_and_the_classifier()
             tool_type="mcp",
         )
         assert classify_observation(observation).value == expected, (terminal, execution)
-    # every mcp_* type the table produces survives the executor as it is
+    # every MCP type the table produces survives the executor as it is (the timeout has
+    # the original's name, execution_timeout, shared with the shell's timeout)
     produced = {r.execution_error_type for r in MCP_OUTCOME_TABLE}
-    assert {t for t in produced if t and t.startswith("mcp_")} == MCP_EXECUTION_ERROR_TYPES
+    mcp_own = {t for t in produced if t and (t.startswith("mcp_") or t == "execution_timeout")}
+    assert mcp_own == MCP_EXECUTION_ERROR_TYPES
 
 
 # -- over a real stdio server (the SDK's server side) -------------------------------------
@@ -277,7 +279,7 @@ def test_a_timeout_cancels_the_request_at_the_server(tmp_path: Path) -> None:
             await edge.mcp.close()
 
     outcome = run(go())
-    assert axes(outcome) == ("error", "error", "mcp_timeout")
+    assert axes(outcome) == ("error", "error", "execution_timeout")
     assert _read(log).splitlines() == ["sleepy started", "sleepy cancelled"]
 
 

@@ -174,7 +174,7 @@ def test_console_telemetry_of_a_stopped_prompt_carries_no_sentinel(tmp_path: Pat
     )
     for attributes in guard_logs:
         assert set(attributes) <= allowed_log_keys
-        assert attributes["execution_error_type"] == "shell_nonzero_exit"
+        assert attributes["execution_error_type"] == "shell_execute_error"
         assert attributes["tool_type"] == "native"
         assert attributes["candidate_ordinal"] == 1
         assert attributes["prompt_id"].startswith(run.session_id)

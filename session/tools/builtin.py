@@ -313,14 +313,14 @@ class RunShellCommand:
                 await process.wait()
         except TimeoutError:
             await kill_process_group(process)
-            raise ToolError("shell_timeout", f"command timed out after {timeout:g}s") from None
+            raise ToolError("execution_timeout", f"command timed out after {timeout:g}s") from None
         except asyncio.CancelledError:
             await kill_process_group(process)
             raise
         if process.returncode != 0:
             tail = output.text()[-2000:]
             raise ToolError(
-                "shell_nonzero_exit", f"exit status {process.returncode}\n{tail}".rstrip()
+                "shell_execute_error", f"exit status {process.returncode}\n{tail}".rstrip()
             )
         return output.bytes()
 

@@ -68,7 +68,7 @@ _log = logging.getLogger("session.executor")
 
 #: Execution error types an MCP tool settles with itself (session.mcp_tools keeps the list).
 MCP_EXECUTION_ERROR_TYPES = frozenset(
-    {"mcp_tool_error", "mcp_timeout", "mcp_server_unavailable", "mcp_protocol_error"}
+    {"mcp_tool_error", "execution_timeout", "mcp_server_unavailable", "mcp_protocol_error"}
 )
 _T = TypeVar("_T")
 

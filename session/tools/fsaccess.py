@@ -51,7 +51,7 @@ _ERROR_TYPES = {
     errno.ELOOP: "symlink_loop",
     errno.ENAMETOOLONG: "name_too_long",
     errno.ENXIO: "not_a_regular_file",
-    errno.EROFS: "read_only_file_system",
+    errno.EROFS: "file_write_failure",
     errno.ENOSPC: "no_space_left",
 }
 
@@ -77,9 +77,7 @@ def _os_error(exc: OSError, raw: str) -> FileAccessError:
 
 
 def _outside(raw: str) -> FileAccessError:
-    return FileAccessError(
-        "path_outside_workspace", f"{raw[:300]} is outside the session directory"
-    )
+    return FileAccessError("path_not_in_workspace", f"{raw[:300]} is outside the session directory")
 
 
 def _relative_parts(root: Path, cwd: Path, raw: str) -> list[str]:

@@ -65,7 +65,7 @@ MAX_NAME_LENGTH = 64
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 
 MCP_TOOL_ERROR = "mcp_tool_error"
-MCP_TIMEOUT = "mcp_timeout"
+MCP_TIMEOUT = "execution_timeout"
 MCP_SERVER_UNAVAILABLE = "mcp_server_unavailable"
 MCP_PROTOCOL_ERROR = "mcp_protocol_error"
 
