@@ -226,6 +226,25 @@ def test_both_drain_under_the_bare_name_with_the_same_request(
         assert [sorted(r.params) for r in ours.host.drains_of(ours.session_id)] == [
             sorted(r.params) for r in original.host.drains_of(original.session_id)
         ]
+        # off keeps the legacy request shape; the other modes ask about a queued prompt.
+        for request in original.host.drains_of(original.session_id):
+            watched = request.params.get("todoStopGuardWatchQueuedPrompt")
+            assert watched is (None if mode == "off" else True)
+
+
+def test_on_a_host_without_the_drain_both_reset_once_and_never_stop(
+    runs: dict[Any, SessionRun],
+) -> None:
+    ours, original = pair(runs, "enforce", "stubborn.none")
+    assert [r.method for r in ours.host.refused] == [DRAIN_BARE, DRAIN_UNDERSCORE]
+    assert [r.method for r in original.host.refused if r.session_id == original.session_id] == [
+        DRAIN_BARE
+    ]
+    for run in (ours, original):
+        assert run.host.drains_of(run.session_id) == []
+        assert [(r["decision"], r["reset_reason"]) for r in run.guard_records] == [
+            ("reset", "unreliable_input")
+        ]
 
 
 def test_on_a_host_with_only_the_underscore_name_ours_falls_back_and_the_original_does_not(
