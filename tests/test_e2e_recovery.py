@@ -153,7 +153,7 @@ def test_input_requeued_at_a_stop_survives_a_restart_and_is_delivered_once(box: 
         return sid, stopped, response
 
     sid, stopped, response = run(go(), 90)
-    assert stopped.field_meta["loopType"] == "tool_call_cap"
+    assert stopped.field_meta["loopType"] == "turn_tool_call_cap"
     assert response.stop_reason == "end_turn"
     history = box.history(sid)
     delivered = [p.text for m in history for p in m.parts if "host says hi" in p.text]

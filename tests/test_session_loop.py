@@ -237,7 +237,7 @@ def test_a_shadow_continuation_keeps_recording_would_stop(tmp_path: Path) -> Non
         ("shadow", "would_warn"),
         ("shadow", "would_stop"),
     ]
-    assert response.field_meta["loopType"] == "tool_call_cap"  # shadow never stops
+    assert response.field_meta["loopType"] == "turn_tool_call_cap"  # shadow never stops
 
 
 def test_todo_continuations_are_capped_per_prompt(tmp_path: Path) -> None:
