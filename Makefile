@@ -7,7 +7,8 @@ STAMP := $(VENV)/.installed
 # Real MCP servers the tests run, at the exact versions of .mcp-servers/package-lock.json.
 MCP_SERVERS := .mcp-servers
 MCP_STAMP := $(MCP_SERVERS)/node_modules/.installed
-# Real ACP clients (acpx) the tests drive the agent with, pinned in .clients/package-lock.json.
+# Real ACP clients (acpx) the tests drive the agent with, and the released original (Qwen Code
+# 0.24.4, the parity oracle: docs/parity.md), pinned in .clients/package-lock.json.
 CLIENTS := .clients
 CLIENTS_STAMP := $(CLIENTS)/node_modules/.installed
 
@@ -33,10 +34,10 @@ $(MCP_STAMP): $(MCP_SERVERS)/package.json $(MCP_SERVERS)/package-lock.json
 
 $(CLIENTS_STAMP): $(CLIENTS)/package.json $(CLIENTS)/package-lock.json
 	@if command -v npm >/dev/null 2>&1; then \
-	  echo "installing the ACP test clients (acpx; npm ci, pinned versions)"; \
+	  echo "installing the ACP test clients (acpx, Qwen Code 0.24.4; npm ci, pinned versions)"; \
 	  npm ci --prefix $(CLIENTS) --no-audit --no-fund --loglevel=error && touch $@; \
 	else \
-	  echo "warning: npm not found: tests driving the agent with acpx will be SKIPPED (install Node.js 20+ with npm, then run make setup)"; \
+	  echo "warning: npm not found: tests driving the agent with acpx and the parity tests against Qwen Code will be SKIPPED (install Node.js 20+ with npm, then run make setup)"; \
 	fi
 
 setup: $(STAMP) $(MCP_STAMP) $(CLIENTS_STAMP)

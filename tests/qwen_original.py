@@ -46,6 +46,14 @@ from acp.client.connection import ClientSideConnection
 from acp.router import Route
 from acp.schema import AllowedOutcome, DeniedOutcome, RequestPermissionResponse
 from mcp_servers import REQUIRE_ENV_VAR
+from qwen_records import (
+    GUARD_EVENT,
+    LOOP_EVENT,
+    debug_decisions,
+    guard_events,
+    log_events,
+    read_telemetry,
+)
 
 from tool_failure_guard.guard import GUARD_MODE_ENV_VAR
 
@@ -66,6 +74,15 @@ HOW_TO_GET_IT = (
 )
 
 DrainNames = Literal["bare", "underscore", "both", "none"]
+#: What it recorded is read by ``qwen_records``; re-exported here for one import.
+__all__ = [
+    "GUARD_EVENT",
+    "LOOP_EVENT",
+    "debug_decisions",
+    "guard_events",
+    "log_events",
+    "read_telemetry",
+]
 
 
 class QwenUnavailable(RuntimeError):
@@ -215,6 +232,9 @@ class HostPlan:
     typed_input: Mapping[int, Sequence[str]] = attrs.field(factory=dict)
     #: drain indexes at which the host holds a queued prompt (``hasQueuedPrompt``)
     queued_prompt_at: frozenset[int] = frozenset()
+    #: the drain names for this session only (default: the host's); the original keeps
+    #: a failed drain per session, so one of its processes can serve several host kinds
+    drain: DrainNames | None = None
 
 
 @attrs.frozen
@@ -239,6 +259,8 @@ class Host:
         self.plans: dict[str, HostPlan] = {}
         self.updates: dict[str, list[dict[str, Any]]] = defaultdict(list)
         self.drain_requests: list[DrainRequest] = []
+        #: drain requests under a name this host lacks (answered -32601)
+        self.refused: list[DrainRequest] = []
         self.permission_requests: list[dict[str, Any]] = []
 
     def plan(self, session_id: str, plan: HostPlan) -> None:
@@ -254,15 +276,17 @@ class Host:
         router.add_route(Route(method=DRAIN_BARE, func=bare, kind="request"))
 
     def _drain(self, wire_name: str, params: dict[str, Any]) -> dict[str, Any]:
+        session_id = str(params.get("sessionId", ""))
+        plan = self.plans.get(session_id, HostPlan())
+        names = plan.drain or self.drain
         wanted = {"bare": (DRAIN_BARE,), "underscore": (DRAIN_UNDERSCORE,)}.get(
-            self.drain, (DRAIN_BARE, DRAIN_UNDERSCORE) if self.drain == "both" else ()
+            names, (DRAIN_BARE, DRAIN_UNDERSCORE) if names == "both" else ()
         )
         if wire_name not in wanted:
+            self.refused.append(DrainRequest(wire_name, session_id, dict(params)))
             raise RequestError.method_not_found(wire_name)
-        session_id = str(params.get("sessionId", ""))
         index = sum(1 for r in self.drain_requests if r.session_id == session_id)
         self.drain_requests.append(DrainRequest(wire_name, session_id, dict(params)))
-        plan = self.plans.get(session_id, HostPlan())
         return {
             "messages": list(plan.typed_input.get(index, ())),
             "hasQueuedPrompt": index in plan.queued_prompt_at,
@@ -344,7 +368,8 @@ async def spawn_original(
     ``home`` must hold the settings (:func:`make_home`).  The mode is read once per
     ``session/new`` from this process environment, so one process serves many sessions
     of one mode.  ``stderr`` defaults to the null device (it must be drained or discarded:
-    an agent blocked on a full pipe hangs).
+    an agent blocked on a full pipe hangs).  On leaving, the SDK closes its stdin, waits
+    2 s and sends SIGTERM (it flushes its telemetry outfile then).
     """
     argv = command(model, debug=debug)
     env = environment(home=home, base_url=base_url, mode=mode, model=model, extra=extra_env)
@@ -359,57 +384,3 @@ async def spawn_original(
     finally:
         if stderr is None:
             sink.close()
-
-
-# -- what it recorded -------------------------------------------------------------------
-
-GUARD_EVENT = "qwen-code.repeated_tool_failure_guard"
-LOOP_EVENT = "loop_detected"
-_DEBUG_LINE = re.compile(
-    r"\[repeated-tool-failure-guard\] mode=(?P<mode>\S+) decision=(?P<decision>\S+) "
-    r"phase=(?P<phase>\S+) candidate=(?P<candidate>\d+) failures=(?P<failures>\d+) "
-    r"batches=(?P<batches>\d+)"
-)
-
-
-def read_telemetry(outfile: Path) -> list[dict[str, Any]]:
-    """Every record of a telemetry outfile (JSON documents written one after another)."""
-    if not outfile.is_file():
-        return []
-    text = outfile.read_text(encoding="utf-8")
-    decoder = json.JSONDecoder()
-    records: list[dict[str, Any]] = []
-    index = 0
-    while True:
-        while index < len(text) and text[index].isspace():
-            index += 1
-        if index >= len(text):
-            return records
-        record, index = decoder.raw_decode(text, index)
-        records.append(record)
-
-
-def log_events(records: Sequence[Mapping[str, Any]], event_name: str) -> list[dict[str, Any]]:
-    """The attributes of every log record named ``event_name``, in file order."""
-    found = []
-    for record in records:
-        attributes = record.get("attributes")
-        if isinstance(attributes, dict) and attributes.get("event.name") == event_name:
-            found.append(dict(attributes))
-    return found
-
-
-def guard_events(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """The guard's decision records (``qwen-code.repeated_tool_failure_guard``)."""
-    return log_events(records, GUARD_EVENT)
-
-
-def debug_decisions(home: Path, session_id: str) -> list[dict[str, str]]:
-    """The ``--debug`` log's guard lines of one session, parsed, in order."""
-    path = home / ".qwen" / "debug" / f"{session_id}.txt"
-    if not path.is_file():
-        return []
-    return [
-        match.groupdict()
-        for match in _DEBUG_LINE.finditer(path.read_text(encoding="utf-8", errors="replace"))
-    ]

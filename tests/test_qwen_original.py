@@ -2,8 +2,9 @@
 
 One Qwen Code 0.24.4 process in ``enforce`` with ``--debug`` and a telemetry outfile,
 against a scripted model that keeps reading a missing file four times a batch, serves
-three sessions: a host with the bare drain name, one whose drain answers with a queued
-prompt every time, and one where the person typed something during the first batch.
+five sessions: a host with the bare drain name, one whose drain answers with a queued
+prompt every time, one where the person typed something during the second batch, and
+two whose host has only the ``_`` name or no drain at all.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-import pytest
 from acp import RequestError, text_block
 from openai_server import FakeOpenAI, Reply, call, serve
 from qwen_original import (
@@ -69,6 +69,9 @@ def test_the_harness_runs_the_original_and_reads_back_its_guard(tmp_path: Path) 
         "plain": HostPlan(),
         "queued": HostPlan(queued_prompt_at=frozenset(range(10))),
         "typed": HostPlan(typed_input={1: ["please look elsewhere"]}),
+        # The original sends only the bare name: "_" alone is the same as no drain.
+        "underscore": HostPlan(drain="underscore"),
+        "none": HostPlan(drain="none"),
     }
     results: dict[str, tuple[str, Any]] = {}
     with serve(FakeOpenAI(stubborn(project / "missing.txt"))) as fake:
@@ -135,28 +138,9 @@ def test_the_harness_runs_the_original_and_reads_back_its_guard(tmp_path: Path) 
         "repeated_tool_execution_failure"
     ] * 2
 
-
-@pytest.mark.parametrize("drain", ["underscore", "none"])
-def test_a_host_without_the_bare_name_is_one_unreliable_reset(tmp_path: Path, drain: str) -> None:
-    """The original sends only the bare name: ``_`` alone is the same as no drain."""
-    require_qwen()
-    project = tmp_path / "project"
-    project.mkdir()
-    home = make_home(tmp_path / "home")
-    host = Host(drain)  # type: ignore[arg-type]
-    with serve(FakeOpenAI(stubborn(project / "missing.txt"))) as fake:
-
-        async def go() -> tuple[str, Any]:
-            async with spawn_original(
-                host, home=home, base_url=fake.base_url, mode="enforce", cwd=project, debug=True
-            ) as conn:
-                session = await conn.new_session(cwd=str(project), mcp_servers=[])
-                response = await conn.prompt(
-                    session_id=session.session_id, prompt=[text_block("go")]
-                )
-                return session.session_id, response
-
-        session_id, response = asyncio.run(asyncio.wait_for(go(), 120))
-    assert response.stop_reason == "end_turn"
-    assert host.drain_requests == []
-    assert [d["decision"] for d in debug_decisions(home, session_id)] == ["reset"]
+    for name in ("underscore", "none"):
+        session_id, response = results[name]
+        assert response.stop_reason == "end_turn"
+        assert host.drains_of(session_id) == []
+        assert [r.method for r in host.refused if r.session_id == session_id] == [DRAIN_BARE]
+        assert [d["decision"] for d in debug_decisions(home, session_id)] == ["reset"]
