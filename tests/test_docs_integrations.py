@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from tool_failure_guard.core import EXCEPTION_ERROR_TYPES, CallOutcome, FunctionCall, outcomes
@@ -74,3 +75,32 @@ def test_the_exception_table_is_the_cores() -> None:
         cls.__name__: error_type for cls, error_type in EXCEPTION_ERROR_TYPES.items()
     }
     assert [name for name, _ in rows] == [cls.__name__ for cls in EXCEPTION_ERROR_TYPES]
+
+
+def github_anchors(text: str) -> set[str]:
+    """The anchors GitHub gives the page's headings (lower case, punctuation dropped, -N)."""
+    anchors: set[str] = set()
+    in_block = False
+    for line in text.splitlines():
+        if line.startswith("```"):
+            in_block = not in_block
+        if in_block or not line.startswith("#"):
+            continue
+        slug = re.sub(r"[^\w\- ]", "", line.lstrip("#").strip().lower()).replace(" ", "-")
+        anchor, n = slug, 0
+        while anchor in anchors:
+            n += 1
+            anchor = f"{slug}-{n}"
+        anchors.add(anchor)
+    return anchors
+
+
+def test_the_contents_and_every_in_page_link_name_a_heading() -> None:
+    text = DOC.read_text(encoding="utf-8")
+    contents = text.split("Contents:", 1)[1].split("\n## ", 1)[0]
+    linked = re.findall(r"\]\(#([^)]+)\)", text)
+    assert len(re.findall(r"\]\(#", contents)) >= 15  # the table of contents is there
+    missing = sorted(set(linked) - github_anchors(text))
+    assert missing == [], f"docs/integrations.md links to no heading: {missing}"
+    top_level = {line[3:] for line in text.splitlines() if line.startswith("## ")}
+    assert all(f"[{title}](#" in contents for title in top_level - {"Contents"}), top_level

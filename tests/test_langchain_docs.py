@@ -13,6 +13,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
 from example_runner import reading, run_root_example
 from openai_server import FakeOpenAI, Reply, call, serve
 
@@ -92,3 +93,34 @@ def test_the_example_streams_and_completes_when_the_tool_works(tmp_path: Path) -
     assert done.stdout.strip() == "The TODO says: ship it."
     tool_messages = [m for m in fake.messages(1) if m["role"] == "tool"]
     assert tool_messages[0]["content"] == "ship it\n"
+
+
+def test_tool_error_middleware_after_the_guard_sends_failures_to_the_model(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The error policy the docs put first: ``ToolErrorMiddleware`` after the middleware."""
+    from hosts.langchain import behaviour_tools, chat_model
+    from langchain.agents import create_agent
+    from langchain.agents.middleware import ToolErrorMiddleware
+    from readme_frameworks import LOOP_TYPE, looping
+
+    from tool_failure_guard.integrations.langchain import RepeatedToolFailureMiddleware
+
+    assert (
+        "`ToolErrorMiddleware(on_error=...)` *after* `RepeatedToolFailureMiddleware`"
+        in (DOC.read_text(encoding="utf-8").split("\n## Use the guard in your own loop\n", 1)[0])
+    )
+    monkeypatch.setenv("QWEN_CODE_ACP_REPEATED_TOOL_FAILURE_GUARD", "enforce")
+
+    def on_error(exc: Exception, request: Any) -> str:
+        return f"{type(exc).__name__}: {exc}"
+
+    def run(url: str) -> dict[str, Any]:
+        middleware = [RepeatedToolFailureMiddleware(), ToolErrorMiddleware(on_error=on_error)]
+        agent = create_agent(chat_model(url), behaviour_tools(tmp_path), middleware=middleware)
+        return {"result": agent.invoke({"messages": [{"role": "user", "content": "go"}]})}
+
+    fake, done = looping(run)
+    stop = RepeatedToolFailureMiddleware.stop_of(done["result"])
+    assert stop is not None and stop.loop_type == LOOP_TYPE
+    assert "FileNotFoundError" in str(fake.messages(1))  # the failure reached the model

@@ -12,6 +12,10 @@ below that runs the block as written, with only these substitutions:
   server at the same version from ``.mcp-servers/`` (``make setup``), so no
   download happens (the version is checked against the pinned one);
 * ``acpx`` is the pinned one from ``.clients/``.
+
+The first screen's ``pip install`` lines and framework snippets are checked by
+:mod:`readme_frameworks` (each snippet's free names bound to its framework's
+real model on the fake server).
 """
 
 from __future__ import annotations
@@ -29,6 +33,12 @@ from acp.schema import ClientCapabilities, Implementation, McpServerStdio
 from e2e_helpers import run
 from mcp_servers import FILESYSTEM, require_real_servers
 from openai_server import FakeOpenAI, Reply, call, serve
+from readme_frameworks import (
+    check_langchain,
+    check_openai_agents,
+    check_pip_install,
+    check_pydantic_ai,
+)
 from test_acpx_e2e import require_acpx
 
 from tool_failure_guard.core.actions import shown_text
@@ -47,6 +57,10 @@ NEEDS_A_REAL_MODEL = "real-model-server"
 #: The checks, each running the blocks of its names together.
 GROUPS: tuple[tuple[str, ...], ...] = (
     ("make",),
+    ("pip-install",),
+    ("pydantic-ai",),
+    ("langchain",),
+    ("openai-agents",),
     ("python-api",),
     ("acpx-exec",),
     ("zed-agent",),
@@ -199,6 +213,25 @@ def test_make_block() -> None:
     assert plan.returncode == 0, plan.stderr
     for step in ("ruff check", "ruff format --check", "mypy --strict", "render --check", "pytest"):
         assert step in plan.stdout
+
+
+def test_pip_install_block() -> None:
+    check_pip_install(block("pip-install"))
+
+
+def test_pydantic_ai_block(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("QWEN_CODE_ACP_REPEATED_TOOL_FAILURE_GUARD", "enforce")
+    check_pydantic_ai(block("pydantic-ai"), tmp_path)
+
+
+def test_langchain_block(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("QWEN_CODE_ACP_REPEATED_TOOL_FAILURE_GUARD", "enforce")
+    check_langchain(block("langchain"), tmp_path)
+
+
+def test_openai_agents_block(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("QWEN_CODE_ACP_REPEATED_TOOL_FAILURE_GUARD", "enforce")
+    check_openai_agents(block("openai-agents"), tmp_path)
 
 
 def test_python_api_block() -> None:

@@ -1,0 +1,126 @@
+"""The README's first-screen blocks: ``pip install`` lines and one snippet per framework.
+
+Each framework snippet runs as written, its free names (``model``, ``tools``,
+``agent``) bound to the framework's real model over the real wire to the
+127.0.0.1 test server playing the shared failing loop (``read_file`` of a
+missing file, four calls a batch), in ``enforce`` from the environment: the
+snippet's agent must be stopped by the guard.  The prerequisite each snippet's
+sentence states (a plain exception ends a pydantic-ai run; a LangChain tool
+without an error handler ends the run on its first exception) is run too.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import inspect
+import re
+import tomllib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from openai_server import FakeOpenAI, serve
+
+ROOT = Path(__file__).resolve().parent.parent
+LOOP_TYPE = "repeated_tool_execution_failure"
+
+
+def run_snippet(text: str, namespace: dict[str, Any]) -> dict[str, Any]:
+    """Run a README python block (top-level ``await`` allowed) in ``namespace``."""
+    flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+    code = compile(text, "README.md", "exec", flags=flags, dont_inherit=True)
+    pending = eval(code, namespace)
+    if inspect.iscoroutine(pending):
+        asyncio.run(pending)
+    return namespace
+
+
+def check_pip_install(text: str) -> None:
+    """Every ``pip install`` names this project; every ``[extra]`` it names is pyproject's."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    extras = set(project["optional-dependencies"])
+    lines = [line for line in text.splitlines() if line.strip()]
+    assert lines and all(line.startswith("pip install ") for line in lines)
+    for line in lines:
+        command = line.split("#")[0].split()[2]
+        name = command.strip("'").split("[")[0]
+        assert name == project["name"], line
+    named = set(re.findall(r"\[([a-z-]+)\]", text))
+    assert named - extras == set(), f"extras not in pyproject.toml: {named - extras}"
+    assert {"pydantic-ai", "langchain", "openai-agents"} <= named
+
+
+def looping(run: Callable[[str], dict[str, Any]]) -> tuple[FakeOpenAI, dict[str, Any]]:
+    """``run(base_url)`` against the test server playing the shared failing loop."""
+    from host_behaviour import SCENARIOS
+
+    loop = next(s for s in SCENARIOS if s.name == "failing_loop")
+    with serve(FakeOpenAI(loop.replies())) as fake:
+        namespace = run(fake.base_url)
+    return fake, namespace
+
+
+def check_pydantic_ai(text: str, tmp_path: Path) -> None:
+    from hosts.pydantic_ai import workspace_tools
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    from tool_failure_guard.integrations.pydantic_ai import stop_of
+
+    def model(base_url: str) -> OpenAIChatModel:
+        return OpenAIChatModel(
+            "test-model", provider=OpenAIProvider(base_url=base_url, api_key="k")
+        )
+
+    def with_tools(tools: list[Any]) -> Callable[[str], dict[str, Any]]:
+        return lambda url: run_snippet(text, {"model": model(url), "tools": tools})
+
+    _, done = looping(with_tools(workspace_tools(tmp_path, [])))
+    stop = stop_of(done["result"].output)
+    assert stop is not None and stop.loop_type == LOOP_TYPE
+
+    def read_file(path: str) -> str:
+        """Read a file (raises a plain exception)."""
+        return (tmp_path / path).read_text(encoding="utf-8")
+
+    with pytest.raises(FileNotFoundError):  # the prerequisite: a plain exception ends the run
+        looping(with_tools([read_file]))
+
+
+def check_langchain(text: str, tmp_path: Path) -> None:
+    from hosts.langchain import behaviour_tools, chat_model
+    from langchain_core.tools import StructuredTool, ToolException
+
+    from tool_failure_guard.integrations.langchain import RepeatedToolFailureMiddleware
+
+    def read_file(path: str) -> str:
+        """Read a file of the workspace."""
+        try:
+            return (tmp_path / path).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ToolException(f"cannot read {path}: {exc.strerror}") from exc
+
+    handled = [StructuredTool.from_function(read_file, handle_tool_error=True)]
+    _, done = looping(lambda url: run_snippet(text, {"model": chat_model(url), "tools": handled}))
+    stop = RepeatedToolFailureMiddleware.stop_of(done["result"])
+    assert stop is not None and stop.loop_type == LOOP_TYPE
+
+    plain = behaviour_tools(tmp_path)  # no error handler, no error middleware
+    with pytest.raises(FileNotFoundError):  # the prerequisite: the first exception ends the run
+        looping(lambda url: run_snippet(text, {"model": chat_model(url), "tools": plain}))
+
+
+def check_openai_agents(text: str, tmp_path: Path) -> None:
+    from hosts.openai_agents import behaviour_tools, make_agent
+
+    from tool_failure_guard.integrations.openai_agents import GuardedRunner
+
+    def run(url: str) -> dict[str, Any]:
+        return run_snippet(text, {"agent": make_agent(url, behaviour_tools(tmp_path))})
+
+    fake, done = looping(run)
+    stop = GuardedRunner.stop_of(done["result"])
+    assert stop is not None and stop.loop_type == LOOP_TYPE
+    assert len(fake.requests) == 3  # tracked, warned, stopped: no fourth request
