@@ -24,6 +24,13 @@ With ``EDGE_SERVER_ODD_TOOLS`` set, also:
 * ``unresolvable`` -- declares a ``$ref`` to a definition that does not exist;
 * ``remote`` -- only when ``EDGE_SERVER_REMOTE_REF`` names a URL: declares a
   ``$ref`` to that URL (a checker must never fetch it).
+
+With ``EDGE_SERVER_REDOS`` set, also (patterns that backtrack exponentially):
+
+* ``redos`` -- ``{"s": string, pattern "^(a+)+$"}`` (Python's ``re`` takes
+  2^n steps on ``"a" * n + "!"``);
+* ``redos_hard`` -- ``{"s": string, pattern "^(a|a)*$"}`` (exponential in
+  every backtracking engine).
 """
 
 from __future__ import annotations
@@ -60,6 +67,10 @@ async def list_tools(
         tools.append(_tool("busy", {}))
         tools.append(_tool("selfref", {"$ref": "#"}))
         tools.append(_tool("unresolvable", {"properties": {"x": {"$ref": "#/$defs/missing"}}}))
+    if os.environ.get("EDGE_SERVER_REDOS"):
+        for name, pattern in (("redos", "^(a+)+$"), ("redos_hard", "^(a|a)*$")):
+            schema = {"properties": {"s": {"type": "string", "pattern": pattern}}}
+            tools.append(_tool(name, schema))
     remote = os.environ.get("EDGE_SERVER_REMOTE_REF")
     if remote:
         tools.append(_tool("remote", {"properties": {"x": {"$ref": remote}}}))
@@ -85,7 +96,7 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Call
         raise MCPError(code=types.INTERNAL_ERROR, message="broken on purpose")
     if name == "busy":
         raise MCPError(code=-32000, message="busy, try again")
-    if name in ("ok", "selfref", "unresolvable", "remote"):
+    if name in ("ok", "selfref", "unresolvable", "remote", "redos", "redos_hard"):
         return types.CallToolResult(content=[], structured_content={"text": "fine"})
     if name == "sleepy":
         _log("sleepy started")

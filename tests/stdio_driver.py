@@ -44,6 +44,15 @@ SCENARIO = {
 
 AgentRequestHook = Callable[[dict[str, Any]], None]
 
+#: Seconds without any message from the agent before a wait fails.  A bound on a hung
+#: agent, not on its speed: on a loaded machine (2 cores shared by several test runs,
+#: this process and the agent both niced) a frame's answer or the agent's start-up can
+#: take tens of seconds, and a tight bound made the fuzz fail there (then Hypothesis
+#: shrank the "failure" for many minutes).  Nothing the tests assert depends on time.
+PROGRESS_TIMEOUT_S = 180.0
+#: Seconds the agent may take to exit once its input ended (it waits at most 5 s itself).
+EXIT_TIMEOUT_S = 120.0
+
 
 def frame(payload: Any) -> bytes:
     return json.dumps(payload, separators=(",", ":")).encode("utf-8")
@@ -140,7 +149,7 @@ class RawAgent:
         ids: Sequence[Any],
         *,
         on_agent_request: AgentRequestHook | None = None,
-        timeout: float = 30,
+        timeout: float = PROGRESS_TIMEOUT_S,
     ) -> list[dict[str, Any]]:
         """Read until every id in ``ids`` has its answer; answer the agent's requests."""
         waiting = set(ids) - set(self.answers)
@@ -215,7 +224,7 @@ class RawAgent:
         with contextlib.suppress(BrokenPipeError):
             self.proc.stdin.close()
         try:
-            code = self.proc.wait(timeout=20)
+            code = self.proc.wait(timeout=EXIT_TIMEOUT_S)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             code = self.proc.wait()

@@ -482,7 +482,9 @@ def test_console_telemetry_reports_on_stderr_and_leaves_the_protocol_alone(box: 
 
 def test_tool_call_cap_is_consulted_after_the_guard(box: Box) -> None:
     client, [shadow], sid = run(
-        prompt_once(box, mode="shadow", scenario="read-loop", extra_args=["--max-tool-calls", "6"])
+        # 8: batch 2 (calls 5-8) fits the cap whole; a batch past it would skip its last
+        # calls (not started), which resets the guard (tests/test_tool_call_cap_batch.py)
+        prompt_once(box, mode="shadow", scenario="read-loop", extra_args=["--max-tool-calls", "8"])
     )
     assert shadow.stop_reason == "max_turn_requests"
     assert shadow.field_meta["loopType"] == "turn_tool_call_cap"

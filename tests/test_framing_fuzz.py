@@ -146,7 +146,10 @@ plans = (
 @pytest.fixture(scope="module")
 def shared_agent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RawAgent]:
     root: Path = tmp_path_factory.mktemp("framing-fuzz")
-    agent = RawAgent(root, "--max-frame-bytes", str(LIMIT), "--drain-timeout", "10")
+    # The drain timeout is far beyond any answer time, so a loaded machine cannot turn a
+    # drain into a timed-out one (which would change nothing asserted here, but would
+    # make the exchange differ from one run to the next).
+    agent = RawAgent(root, "--max-frame-bytes", str(LIMIT), "--drain-timeout", "120")
     yield agent
     assert agent.close() == 0  # a clean end of input, never a crash
     assert "Traceback" not in agent.stderr_path.read_text(encoding="utf-8", errors="replace")

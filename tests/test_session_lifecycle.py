@@ -8,12 +8,14 @@ processes over stdio with the official SDK client.
 from __future__ import annotations
 
 import asyncio
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from acp import text_block
 from acp.exceptions import RequestError
+from acp.schema import McpServerStdio
 from e2e_helpers import run, wait_until
 from mcp_servers import alive, read_pid
 from telemetry_harness import Harness
@@ -24,6 +26,7 @@ from tool_failure_guard.session.model.base import ModelTurn, ScriptedModel, load
 from tool_failure_guard.session.telemetry.sink import SESSION_CLOSED_EVENT
 from tool_failure_guard.session.transport.agent import AgentConfig, GuardedAgent
 from tool_failure_guard.session.transport.client import RecordingClient, spawn_guarded_agent
+from tool_failure_guard.session.transport.lifecycle import DEFAULT_MAX_LIVE_SESSIONS
 
 
 class HangingModel:
@@ -297,3 +300,78 @@ def test_session_close_over_the_wire(tmp_path: Path) -> None:
 
     _, unknown = run(go(), timeout=120)
     assert "unknown session" in str(unknown.data)
+
+
+def _slow_closing_edge(marker: Path) -> McpServerStdio:
+    """The edge server behind a shell that, once the server's stdin closed, ignores SIGTERM.
+
+    Its close takes the SDK's whole shutdown sequence (stdin closed, a wait, SIGTERM,
+    a wait, SIGKILL): seconds during which the session is being evicted.  ``marker``
+    appears when that close began.
+    """
+    script = Path(__file__).parent / "mcp_edge_server.py"
+    return McpServerStdio(
+        name="edge",
+        command="/bin/sh",
+        args=[
+            "-c",
+            'trap "" TERM; "$@"; echo closing > "$0"; sleep 30',
+            str(marker),
+            sys.executable,
+            str(script),
+        ],
+        env=[],
+    )
+
+
+def test_a_load_while_the_session_is_evicted_never_makes_two_writers(tmp_path: Path) -> None:
+    """Evicting an idle session whose servers close slowly, while a load of it arrives.
+
+    Two real agent processes on one state directory: whatever the interleaving,
+    at most one of them may hold the session (and write its history).
+    """
+    state, home = tmp_path / "state", tmp_path / "home"
+    home.mkdir()
+    cwd = project(tmp_path)
+    marker = tmp_path / "closing"
+
+    async def go() -> tuple[Any, Any, Any]:
+        async with spawn_guarded_agent(
+            RecordingClient(), mode="enforce", state_dir=state, home=home
+        ) as first:
+            created = await first.new_session(cwd=cwd, mcp_servers=[_slow_closing_edge(marker)])
+            sid = created.session_id
+            for _ in range(DEFAULT_MAX_LIVE_SESSIONS - 1):
+                await first.new_session(cwd=cwd, mcp_servers=[])
+            # One more: the least recently used idle session (sid) is evicted.
+            newest = asyncio.ensure_future(first.new_session(cwd=cwd, mcp_servers=[]))
+            await wait_until(marker.exists)
+            assert not newest.done()  # the eviction is still closing the servers
+            try:
+                in_first: Any = await first.load_session(cwd=cwd, session_id=sid, mcp_servers=[])
+            except RequestError as exc:
+                in_first = exc
+            await newest
+            async with spawn_guarded_agent(
+                RecordingClient(), mode="enforce", state_dir=state, home=home
+            ) as second:
+                try:
+                    in_second: Any = await second.load_session(
+                        cwd=cwd, session_id=sid, mcp_servers=[]
+                    )
+                except RequestError as exc:
+                    in_second = exc
+                # Once the eviction is over, the first process may retry: refused now.
+                try:
+                    retried: Any = await first.load_session(cwd=cwd, session_id=sid, mcp_servers=[])
+                except RequestError as exc:
+                    retried = exc
+        return in_first, in_second, retried
+
+    in_first, in_second, retried = run(go(), timeout=180)
+    loaded = [not isinstance(r, RequestError) for r in (in_first, in_second)]
+    assert loaded.count(True) <= 1, "two agent processes hold the same session's history"
+    assert isinstance(in_first, RequestError) and "is being closed" in details(in_first)
+    assert not isinstance(in_second, RequestError)  # the session is free once evicted
+    assert isinstance(retried, RequestError)
+    assert "open in another agent process (pid " in details(retried)

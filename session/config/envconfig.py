@@ -33,6 +33,10 @@ project-controlled source and every settings ``env`` map:
   otherwise receive the user's key and the conversation.
 
 A later operator limit joins by being added to :data:`OPERATOR_ONLY_VARIABLES`.
+Each file is read only if it is a regular file of at most 1 MiB, in a worker
+thread (:mod:`~tool_failure_guard.session.config.project_files`); any other file
+(a named pipe, ``/dev/zero``, a directory, a huge file) is ignored with one
+warning naming it and why (:attr:`EnvConfig.unread`).
 Credentials embedded in a URL (``http://user:secret@host``) are shown only as
 :func:`~tool_failure_guard.session.config.redact.redact_url` gives them, in every error and log
 line.
@@ -44,12 +48,17 @@ import json
 import logging
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import attrs
 
 from tool_failure_guard.guard import GUARD_MODE_ENV_VAR, GuardMode, resolve_mode
+from tool_failure_guard.session.config.project_files import (
+    SettingsFileRefused,
+    read_settings_file,
+    read_settings_files,
+)
 
 _log = logging.getLogger("session.envconfig")
 
@@ -94,7 +103,9 @@ def operator_only(name: str) -> bool:
     )
 
 
-_LINE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*?)\s*$")
+#: ``KEY=VALUE``; the value is stripped in Python (a lazy ``(.*?)\s*$`` backtracks
+#: quadratically on a long run of blanks inside a value).
+_LINE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=(.*)$")
 
 
 @attrs.frozen
@@ -117,6 +128,8 @@ class EnvConfig:
     values: Mapping[str, str] = attrs.field(eq=False, hash=False)
     origins: Mapping[str, str] = attrs.field(eq=False, hash=False)
     refused: tuple[Refusal, ...] = ()
+    #: Files that were not read (a pipe, a device, too large...), each naming its file.
+    unread: tuple[SettingsFileRefused, ...] = attrs.field(default=(), eq=False)
 
     def get(self, name: str, default: str | None = None) -> str | None:
         return self.values.get(name, default)
@@ -137,7 +150,7 @@ def parse_env_file(text: str, where: str) -> dict[str, str]:
         if match is None:
             _log.warning("%s:%d: ignoring a line that is not KEY=VALUE", where, number)
             continue
-        key, value = match.groups()
+        key, value = match.group(1), match.group(2).strip()
         if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
             value = value[1:-1]
         else:
@@ -146,28 +159,37 @@ def parse_env_file(text: str, where: str) -> dict[str, str]:
     return values
 
 
-def _settings_env(path: Path) -> dict[str, str]:
+def _settings_env(path: Path, raw: bytes) -> dict[str, str]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return {}
-    except (OSError, json.JSONDecodeError) as exc:
-        _log.warning("%s: ignoring an unreadable settings file: %s", path, exc)
+        data = json.loads(raw.decode("utf-8"))
+    except (ValueError, RecursionError) as exc:  # not UTF-8, not JSON, nested too deeply
+        _log.warning("%s: ignoring an unreadable settings file: %s", path, type(exc).__name__)
         return {}
     env = data.get("env") if isinstance(data, dict) else None
     if not isinstance(env, dict):
         return {}
-    return {str(k): str(v) for k, v in env.items()}
+    found: dict[str, str] = {}
+    for key, value in env.items():
+        try:
+            found[str(key)] = str(value)
+        except RecursionError:
+            _log.warning("%s: ignoring the value of %s (not a plain value)", path, key)
+    return found
 
 
-def _read_env_file(path: Path) -> dict[str, str]:
+def _env_file(path: Path, raw: bytes) -> dict[str, str]:
     try:
-        return parse_env_file(path.read_text(encoding="utf-8"), str(path))
-    except FileNotFoundError:
+        return parse_env_file(raw.decode("utf-8"), str(path))
+    except UnicodeDecodeError as exc:
+        _log.warning("%s: ignoring an unreadable env file: %s", path, exc.reason)
         return {}
-    except (OSError, UnicodeDecodeError) as exc:
-        _log.warning("%s: ignoring an unreadable env file: %s", path, exc)
-        return {}
+
+
+def _parse_source(source: EnvSource, raw: bytes) -> dict[str, str]:
+    assert source.path is not None
+    if source.path.name == "settings.json":
+        return _settings_env(source.path, raw)
+    return _env_file(source.path, raw)
 
 
 def env_sources(project: Path, home: Path) -> list[EnvSource]:
@@ -188,19 +210,54 @@ def load_env(
     home: Path | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> EnvConfig:
-    """Merge the process environment and the env files for a session in ``project``."""
-    environ = os.environ if environ is None else environ
+    """Merge the process environment and the env files for a session in ``project``.
+
+    Reads the files here (blocking): the agent uses :func:`load_env_off_loop`.
+    """
     home = Path.home() if home is None else home
+    sources = env_sources(project, home)
+    contents: list[bytes | SettingsFileRefused | None] = []
+    for source in sources:
+        assert source.path is not None
+        try:
+            contents.append(read_settings_file(source.path))
+        except SettingsFileRefused as exc:
+            contents.append(exc)
+    return merge_env(sources, contents, environ)
+
+
+async def load_env_off_loop(
+    project: Path,
+    *,
+    home: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> EnvConfig:
+    """:func:`load_env` with every file read in a worker thread, each read bounded in time."""
+    home = Path.home() if home is None else home
+    sources = env_sources(project, home)
+    contents = await read_settings_files([source.path for source in sources if source.path])
+    return merge_env(sources, contents, environ)
+
+
+def merge_env(
+    sources: Sequence[EnvSource],
+    contents: Sequence[bytes | SettingsFileRefused | None],
+    environ: Mapping[str, str] | None = None,
+) -> EnvConfig:
+    """The merged settings from what each source's file held (or why it was not read)."""
+    environ = os.environ if environ is None else environ
     values = dict(environ)
     origins = dict.fromkeys(environ, "process environment")
     refused: list[Refusal] = []
-    for source in env_sources(project, home):
-        assert source.path is not None
-        if source.path.name == "settings.json":
-            found = _settings_env(source.path)
-        else:
-            found = _read_env_file(source.path)
-        for key, value in found.items():
+    unread: list[SettingsFileRefused] = []
+    for source, raw in zip(sources, contents, strict=True):
+        if isinstance(raw, SettingsFileRefused):
+            unread.append(raw)
+            _log.warning("%s: ignored: %s", source.name, raw)
+            continue
+        if raw is None:
+            continue
+        for key, value in _parse_source(source, raw).items():
             if operator_only(key) and not source.operator_trusted:
                 refusal = Refusal(key, f"{source.name} ({source.path})")
                 refused.append(refusal)
@@ -219,4 +276,4 @@ def load_env(
             if key not in values:
                 values[key] = value
                 origins[key] = f"{source.name} ({source.path})"
-    return EnvConfig(values=values, origins=origins, refused=tuple(refused))
+    return EnvConfig(values=values, origins=origins, refused=tuple(refused), unread=tuple(unread))

@@ -1,6 +1,8 @@
 """One tool batch: run every admitted call concurrently until all have settled.
 
-This is the step between a model turn and the input boundary.  The client
+This is the step between a model turn and the input boundary.  A call the
+core marked ``over_cap`` (past what the per-prompt tool-call cap leaves) is
+never started: it settles ``error`` / ``not_started`` / ``tool_call_cap``.  The client
 sees each call start as ``pending`` (which covers awaiting permission), move to
 ``in_progress`` once it is allowed and about to run, and settle as
 ``completed`` or ``failed`` (a call that never starts goes from ``pending``
@@ -77,6 +79,14 @@ def provider_duplicate_outcome(executor: Executor, call: FunctionCall) -> CallOu
     return outcomes.provider_duplicate(call, tool=tool.name, tool_type=tool.tool_type)
 
 
+def skipped_outcome(executor: Executor, call: FunctionCall) -> CallOutcome:
+    """A call past what the tool-call cap leaves (the core's ``over_cap``): never started."""
+    tool = executor.resolve(call.name)
+    if tool is None:
+        return outcomes.skipped_by_cap(call, tool_type=None)
+    return outcomes.skipped_by_cap(call, tool=tool.name, tool_type=tool.tool_type)
+
+
 async def tell(host: BatchHost, update: Any) -> None:
     """Send one update; a closed connection is logged, never allowed to lose an outcome."""
     try:
@@ -116,8 +126,11 @@ async def run_batch(host: BatchHost, batch: BatchSettlement) -> None:
         async def started() -> None:
             await tell(s, update_tool_call(call.call_id, status="in_progress"))
 
-        # in_progress only once the call is allowed: it stays pending while asked.
-        outcome = await s.executor.execute(call, s.cancel_event, on_start=started)
+        if call.call_id in admission.over_cap:  # the cap leaves no room: never started
+            outcome = skipped_outcome(s.executor, call)
+        else:
+            # in_progress only once the call is allowed: it stays pending while asked.
+            outcome = await s.executor.execute(call, s.cancel_event, on_start=started)
         batch.settle(outcome)
         s.record_settled(response_part(outcome))  # durable before anyone is told
         s.report(

@@ -66,7 +66,7 @@ class PromptTally:
     def batch(self, admission: Admission) -> int:
         """Count one settled batch and its executed calls; return its 1-based ordinal."""
         self.batches += 1
-        self.tool_calls += len(admission.executable)
+        self.tool_calls += len(admission.runnable)  # calls past the cap never ran
         return self.batches
 
 

@@ -39,7 +39,11 @@ from tool_failure_guard.session.tools.schema_check import (
 )
 from tool_failure_guard.session.tools.schema_check import check_arguments as check_arguments
 from tool_failure_guard.session.tools.schema_check import schema_validator as schema_validator
-from tool_failure_guard.session.tools.shell_output import ShellOutput, kill_process_group
+from tool_failure_guard.session.tools.shell_output import (
+    ShellOutput,
+    kill_process_group,
+    process_slots,
+)
 
 _T = TypeVar("_T")
 
@@ -295,6 +299,10 @@ class RunShellCommand:
         return f"Run {args.get('command', '?')}"
 
     async def run(self, args: Mapping[str, Any], context: ToolContext) -> bytes:
+        async with process_slots():  # at most MAX_CONCURRENT_SHELL_PROCESSES at once
+            return await self._run_process(args, context)
+
+    async def _run_process(self, args: Mapping[str, Any], context: ToolContext) -> bytes:
         timeout = min(args.get("timeout", context.shell_timeout), context.shell_timeout)
         process = await asyncio.create_subprocess_shell(
             args["command"],

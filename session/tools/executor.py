@@ -32,6 +32,7 @@ no later step can change them.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import enum
 import logging
@@ -71,6 +72,8 @@ MCP_EXECUTION_ERROR_TYPES = frozenset(
     {"mcp_tool_error", "execution_timeout", "mcp_server_unavailable", "mcp_protocol_error"}
 )
 _T = TypeVar("_T")
+#: Argument checks run here, never on the event loop (each bounded by its deadline).
+_CHECKS = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="argument-check")
 
 #: Characters of tool output -- a result or an error message -- sent back to the model,
 #: shown to the client and stored.
@@ -158,7 +161,14 @@ class Executor:
                 call, None, None, "tool_not_registered", f"tool {call.name!r} is not registered"
             )
         try:
-            args = self.check(tool, call)
+            # Off the event loop (a schema's check is bounded, yet may take up to its
+            # budget): session/cancel and the other sessions are served meanwhile.
+            args = await race_cancel(
+                asyncio.get_running_loop().run_in_executor(_CHECKS, self.check, tool, call),
+                cancelled,
+            )
+        except Cancelled:
+            return _cancelled(call, tool, "not_started", "cancelled before execution")
         except InvalidToolParams as exc:
             return _not_started(call, tool.name, tool.tool_type, "invalid_tool_params", str(exc))
         except Exception as exc:  # any failure while checking is a verdict, never a crash

@@ -13,7 +13,11 @@ that check safe with schemas from outside (an MCP server's ``inputSchema``):
   -- is found by :func:`schema_problem` when the tool is registered (the MCP
   registry then checks only for "an object", with one warning), and any failure
   while checking is :class:`InvalidToolParams`, never an exception escaping the
-  executor.
+  executor;
+* it never stalls the agent: regular expressions (``pattern``,
+  ``patternProperties``) are matched by a bounded engine and every check has a
+  deadline (:mod:`~tool_failure_guard.session.tools.schema_patterns`); the
+  executor runs it in a worker thread.
 """
 
 from __future__ import annotations
@@ -28,6 +32,13 @@ from jsonschema.validators import validator_for
 from jsonschema_specifications import REGISTRY as META_SCHEMAS
 from referencing import Registry
 from referencing.jsonschema import DRAFT202012, specification_with
+
+from tool_failure_guard.session.tools.schema_patterns import (
+    CheckTimedOut,
+    bounded_validator_class,
+    deadline,
+    pattern_problem,
+)
 
 
 class InvalidToolParams(Exception):
@@ -47,7 +58,7 @@ def schema_validator(schema: Mapping[str, Any]) -> Validator:
     """
     cls = validator_for(schema, default=Draft202012Validator)
     cls.check_schema(dict(schema))
-    validator: Validator = cls(schema, registry=OFFLINE_REGISTRY)
+    validator: Validator = bounded_validator_class(cls)(schema, registry=OFFLINE_REGISTRY)
     return validator
 
 
@@ -79,6 +90,9 @@ def schema_problem(schema: Mapping[str, Any]) -> str | None:
         return f"not a valid JSON Schema: {exc.message}"
     except Exception as exc:
         return f"not a usable JSON Schema: {type(exc).__name__}"
+    unsafe = pattern_problem(schema)
+    if unsafe is not None:
+        return unsafe
     dialect = schema.get("$schema")
     specification = specification_with(
         dialect if isinstance(dialect, str) else "", default=DRAFT202012
@@ -113,6 +127,8 @@ def _describe(error: ValidationError) -> str:
     if error.validator == "required":
         missing = [name for name in expected if name not in instance]
         return f"missing required argument {missing[0]!r}" if missing else error.message
+    if error.validator == "additionalProperties" and "patternProperties" in schema:
+        return str(error.message)  # the bounded check named the extras itself
     if error.validator == "additionalProperties":
         allowed = set(schema.get("properties", {}))
         extra = sorted(set(instance) - allowed)
@@ -148,7 +164,10 @@ def check_arguments(validator: Validator, args: Any) -> dict[str, Any]:
         raise InvalidToolParams(f"the arguments must be a JSON object, got {_json_type(args)}")
     data = dict(args)
     try:
-        error = best_match(validator.iter_errors(data))
+        with deadline():
+            error = best_match(validator.iter_errors(data))
+    except CheckTimedOut as exc:
+        raise InvalidToolParams(f"the arguments could not be checked: {exc}") from None
     except RecursionError:
         raise InvalidToolParams(
             "the tool's schema cannot be checked: it recurses without end"

@@ -5,6 +5,11 @@ what a command prints and discards the middle as it arrives, so the agent's
 memory stays bounded whatever the command prints (1 GB of output costs a
 64 KiB read buffer, not 1 GB); the model gets head and tail with a note of how
 many bytes were cut between them, never half a UTF-8 character at a cut.
+
+:func:`process_slots` bounds the shell processes running at once in one agent
+process (:data:`MAX_CONCURRENT_SHELL_PROCESSES`, across all its sessions): a
+command waits for a slot before its process starts, and its timeout starts
+with the process.
 """
 
 from __future__ import annotations
@@ -12,8 +17,26 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import weakref
 
 import attrs
+
+#: Shell processes running at once in one agent process; a further command waits.
+MAX_CONCURRENT_SHELL_PROCESSES = 10
+#: One semaphore per event loop (the agent has one; tests start many).
+_SLOTS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def process_slots() -> asyncio.Semaphore:
+    """The running loop's bound on concurrent shell processes."""
+    loop = asyncio.get_running_loop()
+    slots = _SLOTS.get(loop)
+    if slots is None:
+        slots = _SLOTS[loop] = asyncio.Semaphore(MAX_CONCURRENT_SHELL_PROCESSES)
+    return slots
+
 
 #: Bytes of a command's output kept: its first and its last :data:`SHELL_KEEP_BYTES` each.
 SHELL_KEEP_BYTES = 8 * 1024

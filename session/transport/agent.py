@@ -36,7 +36,7 @@ from acp.schema import (
 
 from tool_failure_guard.session.config.envconfig import (
     EnvConfig,
-    load_env,
+    load_env_off_loop,
 )
 from tool_failure_guard.session.config.settings import DEFAULT_MCP_TIMEOUT as DEFAULT_MCP_TIMEOUT
 from tool_failure_guard.session.config.settings import resolve_settings
@@ -166,7 +166,7 @@ class GuardedAgent:
         pending_input: tuple[str, ...] = (),
     ) -> GuardedSession:
         project = Path(cwd)
-        env = load_env(project)
+        env = await load_env_off_loop(project)  # regular files only, bounded, off the loop
         settings = resolve_settings(env, tool_call_cap=self.config.tool_call_cap)
         mode = settings.mode  # resolved once, when the session is created
         context = ToolContext(cwd=project, shell_timeout=settings.shell_timeout)

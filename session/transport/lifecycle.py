@@ -22,7 +22,10 @@ Three faults this module closes (``docs/session.md``, failure model):
   closes the least recently used *idle* session first: its MCP servers are
   shut down, its writer lock released and its close reported (``clean``); it
   stays on disk and ``session/load`` brings it back.  When every live session
-  is busy, the new one is refused with a clear error.
+  is busy, the new one is refused with a clear error.  The evicted session is
+  held (as by ``session/close``) until its servers are down and its lock is
+  free, so a load of it meanwhile is refused ("is being closed") instead of
+  bringing it back live while its lock is released under it.
 """
 
 from __future__ import annotations
@@ -190,7 +193,10 @@ class LiveSessions:
                     }
                 )
             _log.info("closing idle session %s (at most %d live sessions)", idle, self.limit)
-            await self.release(idle, "clean")
+            # Held while it closes (its servers may take seconds): a load of it meanwhile
+            # is refused, so it never comes back live while this release frees its lock.
+            with self.hold(idle, CLOSE):
+                await self.release(idle, "clean")
 
     # -- closing ---------------------------------------------------------------------
 
@@ -202,12 +208,14 @@ class LiveSessions:
     async def release(self, session_id: str, reason: str) -> None:
         """Forget a live session: report it closed, stop its servers, free its writer lock."""
         session = self.sessions.pop(session_id, None)
+        # Taken now, released once the servers are down: only the lock this session held
+        # is ever freed here, never one a later open of the session claimed meanwhile.
+        writer = self._writers.pop(session_id, None)
         if session is not None:
             session.report_closed(reason)
         try:
             await self.close_servers(session_id)
         finally:
-            writer = self._writers.pop(session_id, None)
             if writer is not None:
                 writer.release()
 

@@ -14,7 +14,8 @@ inferred later (``docs/outcome-contract.md``, ``docs/integrations.md``):
 - a raised exception (:func:`raised`): error / error / :func:`error_type_of`;
 - cancelled or interrupted while it ran (:func:`cancelled_during`): cancelled / cancelled;
 - post-processing failed after success (:func:`post_processing_failed`): error / success;
-- a provider duplicate (:func:`provider_duplicate`): error / not_started, never executed.
+- a provider duplicate (:func:`provider_duplicate`): error / not_started, never executed;
+- past the tool-call cap (:func:`skipped_by_cap`): error / not_started / ``tool_call_cap``.
 
 (terminal status / execution status / execution error type.)
 
@@ -43,6 +44,7 @@ __all__ = [
     "EXCEPTION_ERROR_TYPES",
     "INVALID_TOOL_PARAMS",
     "POST_PROCESSING_FAILED",
+    "TOOL_CALL_CAP_SKIPPED",
     "TOOL_NOT_REGISTERED",
     "UNHANDLED_EXCEPTION",
     "CallOutcome",
@@ -57,6 +59,7 @@ __all__ = [
     "provider_duplicate",
     "raised",
     "rejected",
+    "skipped_by_cap",
     "succeeded",
     "unknown_tool",
 ]
@@ -70,6 +73,8 @@ INVALID_TOOL_PARAMS = "invalid_tool_params"
 TOOL_NOT_REGISTERED = "tool_not_registered"
 #: The terminal error type of a post-processing failure after a successful execution.
 POST_PROCESSING_FAILED = "post_processing_failed"
+#: The not-started reason of a call past the per-prompt tool-call cap (never executed).
+TOOL_CALL_CAP_SKIPPED = "tool_call_cap"
 
 #: Builtin exception classes and their execution error types (checked along the MRO).
 EXCEPTION_ERROR_TYPES: Mapping[type[BaseException], str] = {
@@ -302,3 +307,17 @@ def provider_duplicate(
         error_type="duplicate_call_id",
         output="this call id was already answered; it was not executed again",
     )
+
+
+def skipped_by_cap(
+    call: FunctionCall, *, tool: str | None = None, tool_type: str | None = "native"
+) -> CallOutcome:
+    """A call past the per-prompt tool-call cap: never started (a skip, not a failure)."""
+    outcome = not_started(
+        call,
+        TOOL_CALL_CAP_SKIPPED,
+        "skipped: this prompt reached its tool-call cap before this call could run",
+        tool=tool,
+        tool_type=tool_type,
+    )
+    return outcome if tool is not None else attrs.evolve(outcome, policy_tool_name=None)

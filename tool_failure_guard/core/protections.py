@@ -17,7 +17,11 @@ order and stops at the first that stops the prompt:
    the mid-turn drain) stops it as ``repeated_tool_execution_failure``;
 4. the per-prompt tool-call cap (:class:`ToolCallCap`, default 100):
    ``turn_tool_call_cap`` (the original's name for its per-turn cap; this
-   project called it ``tool_call_cap`` before).
+   project called it ``tool_call_cap`` before).  It is also applied at
+   admission: a batch never starts more calls than the cap leaves
+   (``Admission.over_cap``); the rest are skipped, not started, and the cap
+   stops the prompt after that batch (in its place in this order, so an
+   earlier protection that stops it first still records its loop type).
 
 The first protection that stops a prompt records its loop type in the
 prompt's :class:`LoopLatch`; later ones record nothing.
@@ -67,10 +71,18 @@ class Admission:
     dropped: int  #: same-batch duplicates removed
     #: ids among ``calls`` answered before for *another* call: new calls (the host logs them)
     reused_ids: frozenset[str] = frozenset()
+    #: executable ids past what the tool-call cap leaves: the host settles each
+    #: with :func:`~tool_failure_guard.core.outcomes.skipped_by_cap`, never runs it
+    over_cap: frozenset[str] = frozenset()
 
     @property
     def executable(self) -> tuple[FunctionCall, ...]:
         return tuple(c for c in self.calls if c.call_id not in self.provider_duplicates)
+
+    @property
+    def runnable(self) -> tuple[FunctionCall, ...]:
+        """The executable calls the cap leaves room for, in the model's order."""
+        return tuple(c for c in self.executable if c.call_id not in self.over_cap)
 
 
 def call_fingerprint(name: str, args: Mapping[str, Any]) -> str:
@@ -228,6 +240,23 @@ class ToolCallCap:
     def count(self) -> int:
         return self._count
 
+    @property
+    def remaining(self) -> int:
+        """Calls the prompt may still start before the cap is reached."""
+        return max(self._cap - self._count, 0)
+
+    def limit(self, admission: Admission) -> Admission:
+        """``admission`` with the executable calls past :attr:`remaining` marked ``over_cap``.
+
+        A batch never starts more calls than the cap leaves: the first ones, in
+        the model's order, run; the rest are settled not_started (skipped, never
+        an execution failure), and the cap then stops the prompt after the batch.
+        """
+        past = admission.executable[self.remaining :]
+        if not past:
+            return admission
+        return attrs.evolve(admission, over_cap=frozenset(call.call_id for call in past))
+
     def observe(self, executed: int) -> bool:
         self._count += executed
         return self._count >= self._cap
@@ -266,7 +295,8 @@ class PromptProtections:
         self.latch = LoopLatch()
 
     def admit(self, calls: Sequence[FunctionCall]) -> Admission:
-        return self.dedup.admit(calls)
+        """De-duplicated calls, those past the cap marked ``over_cap`` (never to run)."""
+        return self.cap.limit(self.dedup.admit(calls))
 
     def before_guard(self, admission: Admission, outcomes: Sequence[CallOutcome]) -> str | None:
         """Protections 1 and 2 for a settled batch: the loop type that stops it, if any."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tool_failure_guard.core.outcomes import CallOutcome, FunctionCall
+from tool_failure_guard.core.outcomes import TOOL_CALL_CAP_SKIPPED, CallOutcome, FunctionCall
 from tool_failure_guard.core.protections import Admission
 from tool_failure_guard.core.receipts import CallRecord, ReceiptBuilder
 from tool_failure_guard.guard import BatchReceipt
@@ -84,8 +84,16 @@ class BatchSettlement:
 
     @property
     def executed(self) -> int:
-        """Calls that were not provider duplicates (what the tool-call cap counts)."""
-        return len(self._admission.executable)
+        """Calls that were neither provider duplicates nor skipped past the cap (what the
+        tool-call cap counts)."""
+        skipped = sum(
+            1
+            for outcome in self._outcomes
+            if outcome is not None
+            and outcome.execution_status == "not_started"
+            and outcome.execution_error_type == TOOL_CALL_CAP_SKIPPED
+        )
+        return len(self._admission.executable) - skipped
 
     @property
     def dropped_frames(self) -> int:
