@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import importlib
 import json
 import os
 import shutil
@@ -46,11 +47,20 @@ import time
 import tracemalloc
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import attrs
 
-from tool_failure_guard.bench_adapter_hosts import FRAMEWORKS, HOSTS, TRANSPORTS, VARIANTS, Runner
 from tool_failure_guard.bench_wire import serve
+
+FRAMEWORKS = ("langchain", "pydantic_ai", "openai_agents")
+VARIANTS = ("bare", "shadow", "enforce")
+TRANSPORTS = ("inproc", "http")
+#: The hosts, loaded when the bench runs: each framework is an optional extra, and nothing
+#: outside ``integrations`` imports an adapter (tests/test_langchain_adapter.py).
+HOSTS_MODULE = "tool_failure_guard.integrations.bench_hosts"
+#: Its ``Runner``: ``run()`` makes one whole run and returns its ``Ran``; ``close()``.
+Runner = Any
 
 GUARDED = ("shadow", "enforce")
 #: Batches of the run that checks enforce stops (and shadow does not).
@@ -103,7 +113,7 @@ class Figures:
 def _runners(
     framework: str, transport: str, *, batches: int, workload: str, base_url: str
 ) -> dict[str, Runner]:
-    host = HOSTS[framework]
+    host = importlib.import_module(HOSTS_MODULE).HOSTS[framework]
     return {
         v: host(v, transport, batches=batches, workload=workload, base_url=base_url)
         for v in VARIANTS
@@ -120,9 +130,9 @@ def _rotated(round_: int) -> list[str]:
     return list(VARIANTS[shift:] + VARIANTS[:shift])
 
 
-def _timed(runners: dict[str, Runner], batches: int, rounds: int) -> tuple[
-    dict[str, Spread], dict[str, Spread], bool
-]:
+def _timed(
+    runners: dict[str, Runner], batches: int, rounds: int
+) -> tuple[dict[str, Spread], dict[str, Spread], bool]:
     ok = True
     for variant, runner in runners.items():  # warm-up, and the guarded check
         ran = runner.run()
@@ -163,7 +173,10 @@ def _peaks(runners: dict[str, Runner], rounds: int = 3) -> dict[str, float]:
     return {v: statistics.median(p) for v, p in peaks.items()}
 
 
-def _stop_check(framework: str, base_url: str) -> tuple[dict[str, tuple[int, int | None, bool]], bool]:
+StopFacts = dict[str, tuple[int, int | None, bool]]
+
+
+def _stop_check(framework: str, base_url: str) -> tuple[StopFacts, bool]:
     runners = _runners(
         framework, "inproc", batches=STOP_CHECK_BATCHES, workload="failing", base_url=base_url
     )
@@ -295,7 +308,8 @@ def show(figures: Figures, print_: Callable[[str], None] = print) -> None:
     else:
         i = f.instructions
         print_(
-            f"  instructions per batch (callgrind, in process): bare {i['bare'].median / 1e6:.2f} M, "
+            "  instructions per batch (callgrind, in process): "
+            f"bare {i['bare'].median / 1e6:.2f} M, "
             + ", ".join(
                 f"{v} {i[v].median / 1e6:.2f} M (/ bare {f.instruction_ratio(v):.3f})"
                 for v in GUARDED
@@ -310,6 +324,22 @@ def show(figures: Figures, print_: Callable[[str], None] = print) -> None:
     )
 
 
+#: The package each framework's extra installs.
+PACKAGES = {
+    "langchain": "langchain.agents",
+    "pydantic_ai": "pydantic_ai",
+    "openai_agents": "agents",
+}
+
+
+def _missing(framework: str) -> str | None:
+    try:
+        importlib.import_module(PACKAGES[framework])
+    except ImportError:
+        return PACKAGES[framework]
+    return None
+
+
 def report_adapters(
     frameworks: Sequence[str] = FRAMEWORKS,
     *,
@@ -320,6 +350,10 @@ def report_adapters(
     """Measure and print every framework's figures; False when a guarded run was not guarded."""
     ok = True
     for framework in frameworks:
+        missing = _missing(framework)
+        if missing is not None:
+            print(f"adapter {framework}: not measured ({missing} is not installed)")
+            continue
         figures = measure(framework, batches=batches, rounds=rounds, instructions=instructions)
         show(figures)
         ok = ok and figures.guarded_ok

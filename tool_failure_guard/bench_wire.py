@@ -91,7 +91,7 @@ class _Handler(BaseHTTPRequestHandler):
         # ACK and every answer waits ~40 ms.
         self.request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
-    def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
+    def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         if not self.path.endswith("/chat/completions") or not 0 < length <= _BODY_LIMIT:
             self._answer(404, {"error": {"message": "not found", "type": "not_found"}})
@@ -114,7 +114,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's name
+    def log_message(self, format: str, *args: Any) -> None:
         return
 
 

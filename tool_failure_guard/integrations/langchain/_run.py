@@ -114,6 +114,10 @@ class GuardedRun:
         self.input_tokens: int | None = None
         self.output_tokens: int | None = None
         self.finished = False
+        #: The last ``AIMessage`` admitted (or the guard's own stop message, or the history's
+        #: last before this run), and the lock the middleware admits the next one under.
+        self.last_message: Any = None
+        self.catch_up_lock = threading.Lock()
 
     # -- the framework's events ---------------------------------------------------------
 

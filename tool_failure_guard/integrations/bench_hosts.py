@@ -1,7 +1,8 @@
-"""The three framework hosts the adapter bench runs: bare, and guarded by this project's adapter.
+"""The framework hosts of the adapter bench: each bare, and guarded by this project's adapter.
 
-Bench only.  Each host builds one agent per (variant, transport) and returns a
-callable that makes one whole run of it: ``batches`` model turns of
+Bench only (:mod:`tool_failure_guard.bench_adapters` runs them).  Each host
+builds one agent per (variant, transport) and returns a :class:`Runner` whose
+``run`` makes one whole run of it: ``batches`` model turns of
 :data:`~tool_failure_guard.bench_wire.CALLS` parallel tool calls each (the
 script of :func:`~tool_failure_guard.bench_wire.batch_calls`), then a final
 text.  The model is scripted, in process (the framework's own test-model
@@ -27,11 +28,9 @@ from typing import Any
 
 import attrs
 
+from tool_failure_guard.bench_adapters import TRANSPORTS, VARIANTS
 from tool_failure_guard.bench_wire import CALLS, FINAL_TEXT, batch_calls, model_name
 
-FRAMEWORKS = ("langchain", "pydantic_ai", "openai_agents")
-VARIANTS = ("bare", "shadow", "enforce")
-TRANSPORTS = ("inproc", "http")
 API_KEY = "bench-key"
 
 os.environ["LANGSMITH_TRACING"] = "false"
@@ -134,8 +133,8 @@ def langchain(
         )
     middleware = [] if variant == "bare" else [RepeatedToolFailureMiddleware(mode=variant)]
     agent = create_agent(model, tools, middleware=middleware)
-    state_in = {"messages": [{"role": "user", "content": "go"}]}
-    config = {"recursion_limit": 4 * batches + 20}
+    state_in: Any = {"messages": [{"role": "user", "content": "go"}]}
+    config: Any = {"recursion_limit": 4 * batches + 20}
 
     def run() -> Ran:
         state = agent.invoke(state_in, config)
@@ -255,8 +254,9 @@ def openai_agents(
     class ScriptedModel(Model):
         """The bench's model, in process: the next batch's calls, then the final text."""
 
-        async def get_response(self, system_instructions: Any, input: Any, *a: Any, **k: Any) -> Any:
-            items = input if isinstance(input, list) else []
+        async def get_response(self, *args: Any, **kwargs: Any) -> Any:
+            given = args[1] if len(args) > 1 else kwargs.get("input")
+            items = given if isinstance(given, list) else []
             calls = sum(1 for item in items if _item_type(item) == "function_call")
             done = calls // CALLS
             output: list[Any]
@@ -275,7 +275,10 @@ def openai_agents(
                 text = ResponseOutputText(type="output_text", text=FINAL_TEXT, annotations=[])
                 output = [
                     ResponseOutputMessage(
-                        type="message", id="msg", role="assistant", status="completed",
+                        type="message",
+                        id="msg",
+                        role="assistant",
+                        status="completed",
                         content=[text],
                     )
                 ]
@@ -308,7 +311,9 @@ def openai_agents(
 
         client = openai.AsyncOpenAI(base_url=base_url, api_key=API_KEY, max_retries=0)
         clients.append(client)
-        model = OpenAIChatCompletionsModel(model=model_name(batches, workload), openai_client=client)
+        model = OpenAIChatCompletionsModel(
+            model=model_name(batches, workload), openai_client=client
+        )
     agent = Agent(name="bench", instructions="Bench.", model=model, tools=[ok, fail_a, fail_b])
     runner: Any = SDKRunner if variant == "bare" else GuardedRunner(mode=variant)
     config = RunConfig(tracing_disabled=True)
@@ -318,9 +323,7 @@ def openai_agents(
         result = loop.run_until_complete(
             runner.run(agent, "go", run_config=config, max_turns=batches + 5)
         )
-        calls = sum(
-            1 for item in result.to_input_list() if _item_type(item) == "function_call"
-        )
+        calls = sum(1 for item in result.to_input_list() if _item_type(item) == "function_call")
         report = GuardedRunner.report_of(result) if variant != "bare" else None
         return Ran(
             batches=calls // CALLS,
