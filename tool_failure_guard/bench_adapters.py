@@ -257,7 +257,13 @@ def _total(path: Path) -> int:
 
 
 def measure(
-    framework: str, *, batches: int, rounds: int, instructions: bool, instruction_rounds: int = 3
+    framework: str,
+    *,
+    batches: int,
+    rounds: int,
+    instructions: bool,
+    instruction_rounds: int = 3,
+    memory_rounds: int = 3,
 ) -> Figures:
     micros: dict[str, dict[str, Spread]] = {}
     ratios: dict[str, dict[str, Spread]] = {}
@@ -271,7 +277,7 @@ def measure(
                 micros[transport], ratios[transport], timed_ok = _timed(runners, batches, rounds)
                 ok = ok and timed_ok
                 if transport == "inproc":
-                    peak = _peaks(runners)
+                    peak = _peaks(runners, memory_rounds)
             finally:
                 _close(runners)
         stop_check, stop_ok = _stop_check(framework, base_url)
