@@ -25,14 +25,21 @@ in every turn of the agent loop, and the tools node's state already holds the
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import uuid
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, NotRequired
 
-from langchain.agents.middleware import AgentMiddleware, AgentState, hook_config
-from langchain.agents.middleware.types import PrivateStateAttr
+from langchain.agents.middleware import AgentMiddleware, AgentState
+from langchain.agents.middleware.types import (
+    ExtendedModelResponse,
+    ModelCallResult,
+    ModelRequest,
+    ModelResponse,
+    PrivateStateAttr,
+)
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.runtime import Runtime
@@ -40,6 +47,7 @@ from langgraph.types import Command
 
 from tool_failure_guard.core import (
     DEFAULT_TOOL_CALL_CAP,
+    Action,
     CallOutcome,
     Continue,
     FunctionCall,
@@ -225,8 +233,8 @@ class RepeatedToolFailureMiddleware(AgentMiddleware[GuardState, Any]):
         for call in invalid:  # the tools node never runs these: settled here
             run.record(call.call_id, invalid_arguments(call, call.arguments_error or ""))
 
-    @hook_config(can_jump_to=["end"])
-    def before_model(self, state: GuardState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+    def _close(self, state: Any) -> tuple[GuardedRun, Action] | None:
+        """The open batch is over (the next model call): settle it; the core's action."""
         run = self._run(state)
         if run is None:
             return None
@@ -238,22 +246,40 @@ class RepeatedToolFailureMiddleware(AgentMiddleware[GuardState, Any]):
             if isinstance(message, ToolMessage) and human_decision(message) is not None:
                 run.record_if_missing(message.tool_call_id, _human_rejected)
         action = run.close()
-        if action is None:
-            return None
-        if isinstance(action, Stop):
-            report = report_to_state(run.report())
-            notice = AIMessage(content=action.notice, id=str(uuid.uuid4()))
-            run.last_message = notice  # the guard's own message: no model turn
-            return {"messages": [notice], "jump_to": "end", REPORT_KEY: report}
-        if isinstance(action, Continue) and action.system_texts:
-            return {"messages": [SystemMessage(content=text) for text in action.system_texts]}
-        return None
+        return (run, action) if action is not None else None
 
-    @hook_config(can_jump_to=["end"])
-    async def abefore_model(
-        self, state: GuardState, runtime: Runtime[Any]
-    ) -> dict[str, Any] | None:
-        return self.before_model(state, runtime)
+    def wrap_model_call(
+        self, request: ModelRequest, handler: Callable[[ModelRequest], ModelCallResult]
+    ) -> ModelCallResult:
+        closed = self._close(request.state)
+        if closed is None:
+            return handler(request)
+        run, action = closed
+        if isinstance(action, Stop):
+            return _stopped(run, action)
+        reminders = _reminders(action)
+        if not reminders:
+            return handler(request)
+        return _with_reminders(
+            handler(request.override(messages=[*request.messages, *reminders])), reminders
+        )
+
+    async def awrap_model_call(
+        self,
+        request: ModelRequest,
+        handler: Callable[[ModelRequest], Awaitable[ModelCallResult]],
+    ) -> ModelCallResult:
+        closed = self._close(request.state)
+        if closed is None:
+            return await handler(request)
+        run, action = closed
+        if isinstance(action, Stop):
+            return _stopped(run, action)
+        reminders = _reminders(action)
+        if not reminders:
+            return await handler(request)
+        response = await handler(request.override(messages=[*request.messages, *reminders]))
+        return _with_reminders(response, reminders)
 
     def after_agent(self, state: GuardState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         run = self._run(state)
@@ -329,6 +355,30 @@ class RepeatedToolFailureMiddleware(AgentMiddleware[GuardState, Any]):
         if request.tool is None:
             return probe, request
         return probe, request.override(tool=self._observed.observed(request.tool))
+
+
+def _stopped(run: GuardedRun, stop: Stop) -> AIMessage:
+    """The stop: its text answers in the model's place (no tool calls: the run ends)."""
+    notice = AIMessage(content=stop.notice, id=str(uuid.uuid4()))
+    run.last_message = notice  # the guard's own message: no model turn
+    return notice
+
+
+def _reminders(action: Action) -> list[SystemMessage]:
+    texts = action.system_texts if isinstance(action, Continue) else ()
+    return [SystemMessage(content=text) for text in texts]
+
+
+def _with_reminders(response: ModelCallResult, reminders: list[SystemMessage]) -> ModelCallResult:
+    """``response`` with the reminders before its messages in the state (after the results)."""
+    if isinstance(response, ExtendedModelResponse):
+        inner = response.model_response
+        return dataclasses.replace(
+            response, model_response=dataclasses.replace(inner, result=[*reminders, *inner.result])
+        )
+    if isinstance(response, AIMessage):
+        return ModelResponse(result=[*reminders, response])
+    return dataclasses.replace(response, result=[*reminders, *response.result])
 
 
 def _messages(state: Any) -> list[BaseMessage]:
