@@ -8,18 +8,20 @@ The hooks, in the order ``create_agent`` runs them in one agent loop:
   calls as the next batch (by the core: a replayed call id is never run); each
   call is observed at the tool itself (``._observe``) and at the end of the
   handler chain, settled on its path (``._outcomes``);
-- ``before_model``: the tools node has put every ``ToolMessage`` of the batch in
-  state, so the batch is over (a batch no tool call reached, all of its calls
-  answered by a human say, is admitted here): the core's action is applied
-  (the reminder as a ``SystemMessage`` after the results, or the stop: the
-  stop text as the last ``AIMessage`` and ``jump_to: "end"``, so no further
-  model request);
+- ``wrap_model_call``: the tools node has put every ``ToolMessage`` of the
+  batch in state, so the batch is over (a batch no tool call reached, all of
+  its calls answered by a human say, is admitted here): the core's action is
+  applied.  The reminder goes into this request after the results and, before
+  the model's answer, into the state; the stop makes no request at all: its
+  text answers in the model's place, an ``AIMessage`` without tool calls, so
+  the agent loop ends there;
 - ``after_agent``: the last ``AIMessage`` is admitted if it was not (a run
   that ends with it), the run's report goes into state; telemetry is finished.
 
-Every ``AIMessage`` is admitted where the guard next looks at the state,
-never in an ``after_model`` hook of its own: each hook is one more graph node
-in every turn of the agent loop, and the tools node's state already holds the
+The guard has no ``before_model`` or ``after_model`` hook: each would be one
+more graph node in every turn of the agent loop (``create_agent`` makes a node
+of each such hook; a wrapper runs inside the model and tools nodes), and the
+state that ``wrap_tool_call`` and ``wrap_model_call`` see already holds the
 ``AIMessage`` as every ``after_model`` hook left it.
 """
 

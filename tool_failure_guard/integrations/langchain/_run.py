@@ -122,7 +122,7 @@ class GuardedRun:
     # -- the framework's events ---------------------------------------------------------
 
     def model_response(self, calls: Sequence[FunctionCall], usage: Any = None) -> None:
-        """One ``AIMessage`` arrived (``after_model``): its tool calls are the next batch."""
+        """One ``AIMessage``'s tool calls, admitted by the middleware: the next batch."""
         self.model_turns += 1
         self._count_usage(usage)
         if self._batch is not None:  # its tools never reported back: reduce what was seen
@@ -172,7 +172,7 @@ class GuardedRun:
         return outcome
 
     def close(self) -> Action | None:
-        """The open batch is over (``before_model``): settle what was seen, the core's action."""
+        """The open batch is over (the next model call): settle what was seen, the core's action."""
         with self._lock:
             batch, outcomes = self._batch, self._outcomes
             self._batch, self._calls, self._outcomes = None, {}, {}
