@@ -23,7 +23,8 @@ server (``http``, :mod:`~tool_failure_guard.bench_wire`).
   ``valgrind --tool=callgrind`` (when valgrind is installed): each run is
   bracketed by ``os.getpgrp()`` (counters zeroed: ``--zero-before``) and
   ``os.getppid()`` (counters dumped: ``--dump-before``), so a dump holds one
-  run's instructions exactly; repeatable under load, where timing is not.
+  run's instructions exactly (a first round is dumped and dropped: the first
+  dumped run counts more); repeatable under load, where timing is not.
 * **guarded really**: every guarded run must have reduced all its batches;
   with a tool that fails the same way in every call, ``enforce`` must stop the
   run and ``shadow`` must not; a bench that finds otherwise exits non-zero.
@@ -63,6 +64,8 @@ HOSTS_MODULE = "tool_failure_guard.integrations.bench_hosts"
 Runner = Any
 
 GUARDED = ("shadow", "enforce")
+#: The label of a callgrind dump that is not counted.
+WARM = "warm-up"
 #: Batches of the run that checks enforce stops (and shadow does not).
 STOP_CHECK_BATCHES = 6
 
@@ -206,13 +209,15 @@ def _child(framework: str, batches: int, rounds: int) -> None:
     for runner in runners.values():
         runner.run()  # warm-up: lazy imports and caches are not a batch's cost
     order: list[str] = []
-    for round_ in range(rounds):
+    # Round -1 is measured and dropped: the first dumped run counts more than later ones
+    # (by up to 3x, whatever the variant), so it is not a batch's cost either.
+    for round_ in range(-1, rounds):
         for variant in _rotated(round_):
             gc.collect()
             os.getpgrp()  # --zero-before=os_getpgrp
             runners[variant].run()
             os.getppid()  # --dump-before=os_getppid
-            order.append(variant)
+            order.append(variant if round_ >= 0 else WARM)
     _close(runners)
     print(json.dumps(order))
 
@@ -242,7 +247,8 @@ def _instructions(framework: str, batches: int, rounds: int) -> dict[str, Spread
         raise RuntimeError(f"callgrind wrote {len(totals)} dumps for {len(order)} runs")
     per: dict[str, list[float]] = {v: [] for v in VARIANTS}
     for variant, total in zip(order, totals, strict=True):
-        per[variant].append(total / batches)
+        if variant != WARM:
+            per[variant].append(total / batches)
     return {v: Spread.of(s) for v, s in per.items()}
 
 
