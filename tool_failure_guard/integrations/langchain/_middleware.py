@@ -27,22 +27,18 @@ state that ``wrap_tool_call`` and ``wrap_model_call`` see already holds the
 
 from __future__ import annotations
 
-import dataclasses
 import threading
-import uuid
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, NotRequired
 
 from langchain.agents.middleware import AgentMiddleware, AgentState
 from langchain.agents.middleware.types import (
-    ExtendedModelResponse,
     ModelCallResult,
     ModelRequest,
-    ModelResponse,
     PrivateStateAttr,
 )
-from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.runtime import Runtime
 from langgraph.types import Command
@@ -51,13 +47,17 @@ from tool_failure_guard.core import (
     DEFAULT_TOOL_CALL_CAP,
     Action,
     CallOutcome,
-    Continue,
     FunctionCall,
     Stop,
     invalid_arguments,
     rejected,
 )
 from tool_failure_guard.guard import GuardMode
+from tool_failure_guard.integrations.langchain._model_call import (
+    reminders_of,
+    stopped,
+    with_reminders,
+)
 from tool_failure_guard.integrations.langchain._observe import ObservedTools, Probe, probing
 from tool_failure_guard.integrations.langchain._outcomes import (
     decided_call,
@@ -258,11 +258,11 @@ class RepeatedToolFailureMiddleware(AgentMiddleware[GuardState, Any]):
             return handler(request)
         run, action = closed
         if isinstance(action, Stop):
-            return _stopped(run, action)
-        reminders = _reminders(action)
+            return stopped(run, action)
+        reminders = reminders_of(action)
         if not reminders:
             return handler(request)
-        return _with_reminders(
+        return with_reminders(
             handler(request.override(messages=[*request.messages, *reminders])), reminders
         )
 
@@ -276,12 +276,12 @@ class RepeatedToolFailureMiddleware(AgentMiddleware[GuardState, Any]):
             return await handler(request)
         run, action = closed
         if isinstance(action, Stop):
-            return _stopped(run, action)
-        reminders = _reminders(action)
+            return stopped(run, action)
+        reminders = reminders_of(action)
         if not reminders:
             return await handler(request)
         response = await handler(request.override(messages=[*request.messages, *reminders]))
-        return _with_reminders(response, reminders)
+        return with_reminders(response, reminders)
 
     def after_agent(self, state: GuardState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         run = self._run(state)
@@ -357,30 +357,6 @@ class RepeatedToolFailureMiddleware(AgentMiddleware[GuardState, Any]):
         if request.tool is None:
             return probe, request
         return probe, request.override(tool=self._observed.observed(request.tool))
-
-
-def _stopped(run: GuardedRun, stop: Stop) -> AIMessage:
-    """The stop: its text answers in the model's place (no tool calls: the run ends)."""
-    notice = AIMessage(content=stop.notice, id=str(uuid.uuid4()))
-    run.last_message = notice  # the guard's own message: no model turn
-    return notice
-
-
-def _reminders(action: Action) -> list[SystemMessage]:
-    texts = action.system_texts if isinstance(action, Continue) else ()
-    return [SystemMessage(content=text) for text in texts]
-
-
-def _with_reminders(response: ModelCallResult, reminders: list[SystemMessage]) -> ModelCallResult:
-    """``response`` with the reminders before its messages in the state (after the results)."""
-    if isinstance(response, ExtendedModelResponse):
-        inner = response.model_response
-        return dataclasses.replace(
-            response, model_response=dataclasses.replace(inner, result=[*reminders, *inner.result])
-        )
-    if isinstance(response, AIMessage):
-        return ModelResponse(result=[*reminders, response])
-    return dataclasses.replace(response, result=[*reminders, *response.result])
 
 
 def _messages(state: Any) -> list[BaseMessage]:
