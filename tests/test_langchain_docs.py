@@ -49,7 +49,13 @@ def test_the_docs_outcome_table_is_the_adapters() -> None:
 
 def test_the_docs_show_the_entry_point_and_the_pins() -> None:
     section = _section()
-    for name in ("RepeatedToolFailureMiddleware", "stop_of", "report_of", "GuardStop", "jump_to"):
+    for name in (
+        "RepeatedToolFailureMiddleware",
+        "stop_of",
+        "report_of",
+        "GuardStop",
+        "wrap_model_call",
+    ):
         assert name in section
     pin = 'langchain = ["langchain>=1.5,<1.6", "langchain-openai>=1.7,<1.8"]'
     assert pin in (ROOT / "pyproject.toml").read_text(encoding="utf-8")

@@ -283,4 +283,6 @@ def run(args: argparse.Namespace) -> int:
         f"persisting one settled call outcome (write + fsync, here): median {median_ms:.2f} ms, "
         f"p90 {p90_ms:.2f} ms"
     )
-    return 0 if identical and agrees else 1
+    from tool_failure_guard.bench_adapters import report_adapters  # each framework, bare vs guarded
+
+    return 0 if identical and agrees and report_adapters() else 1

@@ -4,15 +4,25 @@ The hooks, in the order ``create_agent`` runs them in one agent loop:
 
 - ``before_agent``: a fresh :class:`~._run.GuardedRun` for this run (one per
   ``invoke``/``ainvoke``/``stream``), its id kept in the run's state;
-- ``after_model``: the ``AIMessage``'s tool calls are the next batch (admitted
-  by the core: a replayed call id is never run);
-- ``wrap_tool_call``: each call, observed at the tool itself (``._observe``)
-  and at the end of the handler chain, settled on its path (``._outcomes``);
-- ``before_model``: the tools node has put every ``ToolMessage`` of the batch in
-  state, so the batch is over: the core's action is applied (the reminder as a
-  ``SystemMessage`` after the results, or the stop: the stop text as the last
-  ``AIMessage`` and ``jump_to: "end"``, so no further model request);
-- ``after_agent``: the run's report goes into state; telemetry is finished.
+- ``wrap_tool_call``: the first call of a new ``AIMessage`` admits its tool
+  calls as the next batch (by the core: a replayed call id is never run); each
+  call is observed at the tool itself (``._observe``) and at the end of the
+  handler chain, settled on its path (``._outcomes``);
+- ``wrap_model_call``: the tools node has put every ``ToolMessage`` of the
+  batch in state, so the batch is over (a batch no tool call reached, all of
+  its calls answered by a human say, is admitted here): the core's action is
+  applied.  The reminder goes into this request after the results and, before
+  the model's answer, into the state; the stop makes no request at all: its
+  text answers in the model's place, an ``AIMessage`` without tool calls, so
+  the agent loop ends there;
+- ``after_agent``: the last ``AIMessage`` is admitted if it was not (a run
+  that ends with it), the run's report goes into state; telemetry is finished.
+
+The guard has no ``before_model`` or ``after_model`` hook: each would be one
+more graph node in every turn of the agent loop (``create_agent`` makes a node
+of each such hook; a wrapper runs inside the model and tools nodes), and the
+state that ``wrap_tool_call`` and ``wrap_model_call`` see already holds the
+``AIMessage`` as every ``after_model`` hook left it.
 """
 
 from __future__ import annotations
@@ -22,24 +32,33 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, NotRequired
 
-from langchain.agents.middleware import AgentMiddleware, AgentState, hook_config
-from langchain.agents.middleware.types import PrivateStateAttr
-from langchain_core.messages import AIMessage, SystemMessage, ToolMessage
+from langchain.agents.middleware import AgentMiddleware, AgentState
+from langchain.agents.middleware.types import (
+    ModelCallResult,
+    ModelRequest,
+    PrivateStateAttr,
+)
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
 from tool_failure_guard.core import (
     DEFAULT_TOOL_CALL_CAP,
+    Action,
     CallOutcome,
-    Continue,
     FunctionCall,
     Stop,
     invalid_arguments,
     rejected,
 )
 from tool_failure_guard.guard import GuardMode
-from tool_failure_guard.integrations.langchain._observe import Probe
+from tool_failure_guard.integrations.langchain._model_call import (
+    reminders_of,
+    stopped,
+    with_reminders,
+)
+from tool_failure_guard.integrations.langchain._observe import ObservedTools, Probe, probing
 from tool_failure_guard.integrations.langchain._outcomes import (
     decided_call,
     function_call,
@@ -132,6 +151,7 @@ class RepeatedToolFailureMiddleware(AgentMiddleware[GuardState, Any]):
         self._lock = threading.Lock()
         self._runs: OrderedDict[str, GuardedRun] = OrderedDict()
         self._unknown_warned = False
+        self._observed = ObservedTools()
         self.tools = []
 
     @property
@@ -144,10 +164,13 @@ class RepeatedToolFailureMiddleware(AgentMiddleware[GuardState, Any]):
 
     # -- the live runs ----------------------------------------------------------------
 
-    def _start(self) -> dict[str, Any]:
+    def _start(self, state: Any) -> dict[str, Any]:
         run = GuardedRun(
             mode_for_run(self._mode), telemetry=self._telemetry, tool_call_cap=self._tool_call_cap
         )
+        # What the history held before this run is not this run's (a thread's earlier runs).
+        earlier = _last_ai_message(_messages(state))
+        run.last_message = earlier[1] if earlier is not None else None
         with self._lock:
             self._runs[run.run_id] = run
             while len(self._runs) > MAX_LIVE_RUNS:
@@ -170,27 +193,31 @@ class RepeatedToolFailureMiddleware(AgentMiddleware[GuardState, Any]):
     # -- node hooks -------------------------------------------------------------------
 
     def before_agent(self, state: GuardState, runtime: Runtime[Any]) -> dict[str, Any] | None:
-        return self._start()
+        return self._start(state)
 
     async def abefore_agent(
         self, state: GuardState, runtime: Runtime[Any]
     ) -> dict[str, Any] | None:
-        return self._start()
+        return self._start(state)
 
-    def after_model(self, state: GuardState, runtime: Runtime[Any]) -> dict[str, Any] | None:
-        run = self._run(state)
-        messages = list(state.get("messages") or [])
-        at = next(
-            (i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], AIMessage)),
-            None,
-        )
-        if run is None or at is None:
-            return None
-        message = messages[at]
-        if not isinstance(message, AIMessage):  # pragma: no cover - found as one above
-            return None
-        # A human-in-the-loop middleware that ran before this hook took its rejected calls
-        # out of the AIMessage and answered them itself: they are still this batch's calls.
+    def _catch_up(self, run: GuardedRun, state: Any) -> list[BaseMessage]:
+        """Admit the state's last ``AIMessage`` unless it was; the state's messages."""
+        messages = _messages(state)
+        with run.catch_up_lock:  # a batch's parallel calls all get here first
+            last = _last_ai_message(messages)
+            if last is None or _same(last[1], run.last_message):
+                return messages
+            at, message = last
+            run.last_message = message
+            self._admit(run, messages, at, message)
+        return messages
+
+    def _admit(
+        self, run: GuardedRun, messages: list[BaseMessage], at: int, message: AIMessage
+    ) -> None:
+        """``message``'s tool calls, as every ``after_model`` hook left them, are the batch."""
+        # A human-in-the-loop middleware took its rejected calls out of the AIMessage and
+        # answered them itself: they are still this batch's calls.
         answers = [m for m in messages[at + 1 :] if isinstance(m, ToolMessage)]
         decided = [m for m in answers if human_decision(m) is not None]
         # Calls the model node answered itself (a structured-output tool) never reach the
@@ -207,44 +234,60 @@ class RepeatedToolFailureMiddleware(AgentMiddleware[GuardState, Any]):
             run.record(call.call_id, _human_rejected(call))
         for call in invalid:  # the tools node never runs these: settled here
             run.record(call.call_id, invalid_arguments(call, call.arguments_error or ""))
-        return None
 
-    async def aafter_model(self, state: GuardState, runtime: Runtime[Any]) -> dict[str, Any] | None:
-        return self.after_model(state, runtime)
-
-    @hook_config(can_jump_to=["end"])
-    def before_model(self, state: GuardState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+    def _close(self, state: Any) -> tuple[GuardedRun, Action] | None:
+        """The open batch is over (the next model call): settle it; the core's action."""
         run = self._run(state)
-        if run is not None:
-            # A human-in-the-loop middleware whose after_model ran after this one's answered
-            # some of the batch's calls itself: they never reach wrap_tool_call.
-            for message in state.get("messages") or []:
-                if isinstance(message, ToolMessage) and human_decision(message) is not None:
-                    run.record_if_missing(message.tool_call_id, _human_rejected)
-        action = run.close() if run is not None else None
-        if run is None or action is None:
+        if run is None:
             return None
-        if isinstance(action, Stop):
-            report = report_to_state(run.report())
-            return {
-                "messages": [AIMessage(content=action.notice)],
-                "jump_to": "end",
-                REPORT_KEY: report,
-            }
-        if isinstance(action, Continue) and action.system_texts:
-            return {"messages": [SystemMessage(content=text) for text in action.system_texts]}
-        return None
+        messages = self._catch_up(run, state)
+        # Calls a human answered in the tool's place never reach wrap_tool_call.
+        for message in reversed(messages):
+            if isinstance(message, AIMessage):
+                break
+            if isinstance(message, ToolMessage) and human_decision(message) is not None:
+                run.record_if_missing(message.tool_call_id, _human_rejected)
+        action = run.close()
+        return (run, action) if action is not None else None
 
-    @hook_config(can_jump_to=["end"])
-    async def abefore_model(
-        self, state: GuardState, runtime: Runtime[Any]
-    ) -> dict[str, Any] | None:
-        return self.before_model(state, runtime)
+    def wrap_model_call(
+        self, request: ModelRequest, handler: Callable[[ModelRequest], ModelCallResult]
+    ) -> ModelCallResult:
+        closed = self._close(request.state)
+        if closed is None:
+            return handler(request)
+        run, action = closed
+        if isinstance(action, Stop):
+            return stopped(run, action)
+        reminders = reminders_of(action)
+        if not reminders:
+            return handler(request)
+        return with_reminders(
+            handler(request.override(messages=[*request.messages, *reminders])), reminders
+        )
+
+    async def awrap_model_call(
+        self,
+        request: ModelRequest,
+        handler: Callable[[ModelRequest], Awaitable[ModelCallResult]],
+    ) -> ModelCallResult:
+        closed = self._close(request.state)
+        if closed is None:
+            return await handler(request)
+        run, action = closed
+        if isinstance(action, Stop):
+            return stopped(run, action)
+        reminders = reminders_of(action)
+        if not reminders:
+            return await handler(request)
+        response = await handler(request.override(messages=[*request.messages, *reminders]))
+        return with_reminders(response, reminders)
 
     def after_agent(self, state: GuardState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         run = self._run(state)
         if run is None:
             return None
+        self._catch_up(run, state)
         with self._lock:
             self._runs.pop(run.run_id, None)
         run.finish()
@@ -273,15 +316,17 @@ class RepeatedToolFailureMiddleware(AgentMiddleware[GuardState, Any]):
         run = self._run(request.state)
         if run is None:
             return handler(request)
+        self._catch_up(run, request.state)
         replay = self._replay(run, request)
         if replay is not None:
             return replay
-        probe, observed = _observing(request)
-        try:
-            result = handler(observed)
-        except BaseException as error:
-            _settle(run, request, probe, error=error)
-            raise
+        probe, observed = self._observing(request)
+        with probing(probe):
+            try:
+                result = handler(observed)
+            except BaseException as error:
+                _settle(run, request, probe, error=error)
+                raise
         _settle(run, request, probe, result=result)
         return result
 
@@ -293,28 +338,49 @@ class RepeatedToolFailureMiddleware(AgentMiddleware[GuardState, Any]):
         run = self._run(request.state)
         if run is None:
             return await handler(request)
+        self._catch_up(run, request.state)
         replay = self._replay(run, request)
         if replay is not None:
             return replay
-        probe, observed = _observing(request)
-        try:
-            result = await handler(observed)
-        except BaseException as error:
-            _settle(run, request, probe, error=error)
-            raise
+        probe, observed = self._observing(request)
+        with probing(probe):
+            try:
+                result = await handler(observed)
+            except BaseException as error:
+                _settle(run, request, probe, error=error)
+                raise
         _settle(run, request, probe, result=result)
         return result
+
+    def _observing(self, request: ToolCallRequest) -> tuple[Probe, ToolCallRequest]:
+        probe = Probe()
+        if request.tool is None:
+            return probe, request
+        return probe, request.override(tool=self._observed.observed(request.tool))
+
+
+def _messages(state: Any) -> list[BaseMessage]:
+    messages = state.get("messages") if isinstance(state, dict) else None
+    return messages if isinstance(messages, list) else list(messages or ())
+
+
+def _last_ai_message(messages: list[BaseMessage]) -> tuple[int, AIMessage] | None:
+    for at in range(len(messages) - 1, -1, -1):
+        message = messages[at]
+        if isinstance(message, AIMessage):
+            return at, message
+    return None
+
+
+def _same(message: AIMessage, seen: AIMessage | None) -> bool:
+    """``message`` is ``seen`` (the state's reducer gives every message an id)."""
+    if seen is None:
+        return False
+    return message is seen or (message.id is not None and message.id == seen.id)
 
 
 def _human_rejected(call: FunctionCall) -> CallOutcome:
     return rejected(call, "a human rejected the call or answered it in the tool's place")
-
-
-def _observing(request: ToolCallRequest) -> tuple[Probe, ToolCallRequest]:
-    probe = Probe()
-    if request.tool is None:
-        return probe, request
-    return probe, request.override(tool=probe.observed(request.tool))
 
 
 def _settle(
@@ -325,11 +391,18 @@ def _settle(
     result: Any = None,
     error: BaseException | None = None,
 ) -> None:
-    call_id = str(request.tool_call.get("id") or "")
-    call = run.call(call_id)
-    if call is None:
-        return  # not one of the open batch's calls (a middleware's own tool call)
-    outcome = outcome_of(
-        call, tool_known=request.tool is not None, attempt=probe.last, result=result, error=error
-    )
-    run.record(call_id, outcome)
+    try:
+        call_id = str(request.tool_call.get("id") or "")
+        call = run.call(call_id)
+        if call is None:
+            return  # not one of the open batch's calls (a middleware's own tool call)
+        outcome = outcome_of(
+            call,
+            tool_known=request.tool is not None,
+            attempt=probe.last,
+            result=result,
+            error=error,
+        )
+        run.record(call_id, outcome)
+    finally:
+        probe.forget()  # an exception kept past here would keep its frames alive

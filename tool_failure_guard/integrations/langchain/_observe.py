@@ -4,22 +4,38 @@
 handler chain (the tools node, inner middleware such as ``ToolErrorMiddleware``
 or ``ToolRetryMiddleware``) and the tool's own ``handle_tool_error`` /
 ``handle_validation_error`` may turn an exception into an error message before
-it gets there.  So for each call the adapter hands the handler a *copy* of the
+it gets there.  So the adapter hands the handler an *observed copy* of the
 tool whose ``invoke``/``ainvoke`` record every invocation (an
 :class:`~._outcomes.Attempt`) and whose own error handlers record the
 exception they answer, then behave exactly as the original ones.  The
 original tool is never changed; what the model is told is never changed.
+
+The copy is made once per tool (:class:`ObservedTools`, a bounded cache kept
+by the middleware; a tool whose fields changed since gets a fresh copy), not
+once per call: which call an invocation belongs to is the :class:`Probe` that
+``wrap_tool_call`` puts in a context variable (:func:`probing`) for the time
+of its handler.  LangGraph's tools node runs each call's wrapper chain and the
+tool in one context (a thread-pool task or an asyncio task of its own), so
+parallel calls never see each other's probe; an invocation outside any
+guarded call (none set) is passed through unrecorded.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from langchain_core.tools import BaseTool
 from langchain_core.tools.base import _handle_tool_error, _handle_validation_error
 
 from tool_failure_guard.integrations.langchain._outcomes import Attempt
+
+#: Observed copies kept per middleware (an agent has a handful of tools; a bound all the same).
+MAX_OBSERVED_TOOLS = 256
 
 
 class Probe:
@@ -34,56 +50,125 @@ class Probe:
     def last(self) -> Attempt | None:
         return self.attempts[-1] if self.attempts else None
 
-    def _noting(self, exc: BaseException) -> None:
-        if self.attempts:
-            self.attempts[-1].exception = exc
+    def forget(self) -> None:
+        """Drop what was recorded once the call is settled (exceptions hold frames)."""
+        for attempt in self.attempts:
+            attempt.exception = attempt.returned = None
+        self.attempts.clear()
+
+
+#: The probe of the guarded call whose handler is running in this context.
+_PROBE: ContextVar[Probe | None] = ContextVar("tool_failure_guard_langchain_probe", default=None)
+
+
+@contextmanager
+def probing(probe: Probe) -> Iterator[Probe]:
+    """``probe`` records the invocations of observed tools while the block runs."""
+    token = _PROBE.set(probe)
+    try:
+        yield probe
+    finally:
+        _PROBE.reset(token)
+
+
+def _noting(exc: BaseException) -> None:
+    probe = _PROBE.get()
+    if probe is not None and probe.attempts:
+        probe.attempts[-1].exception = exc
+
+
+def _begin() -> Attempt | None:
+    probe = _PROBE.get()
+    if probe is None:
+        return None
+    attempt = Attempt()
+    probe.attempts.append(attempt)
+    return attempt
+
+
+def observed_copy(tool: BaseTool) -> BaseTool:
+    """A copy of ``tool`` whose invocations and own error handling the current probe records."""
+    updates: dict[str, Any] = {}
+    tool_flag = tool.handle_tool_error
+    if tool_flag:
+
+        def on_tool_error(exc: Any) -> Any:
+            _noting(exc)
+            return _handle_tool_error(exc, flag=tool_flag)
+
+        updates["handle_tool_error"] = on_tool_error
+    validation_flag = tool.handle_validation_error
+    if validation_flag:
+
+        def on_validation_error(exc: Any) -> str:
+            _noting(exc)
+            return _handle_validation_error(exc, flag=validation_flag)
+
+        updates["handle_validation_error"] = on_validation_error
+    copy = tool.model_copy(update=updates)
+    invoke: Callable[..., Any] = copy.invoke
+    ainvoke: Callable[..., Any] = copy.ainvoke
+
+    def observed_invoke(*args: Any, **kwargs: Any) -> Any:
+        attempt = _begin()
+        if attempt is None:
+            return invoke(*args, **kwargs)
+        try:
+            returned = invoke(*args, **kwargs)
+        except BaseException as exc:
+            attempt.exception = exc
+            raise
+        attempt.returned, attempt.done = returned, True
+        return returned
+
+    async def observed_ainvoke(*args: Any, **kwargs: Any) -> Any:
+        attempt = _begin()
+        if attempt is None:
+            return await ainvoke(*args, **kwargs)
+        try:
+            returned = await ainvoke(*args, **kwargs)
+        except BaseException as exc:
+            attempt.exception = exc
+            raise
+        attempt.returned, attempt.done = returned, True
+        return returned
+
+    # Instance attributes shadow the class's methods on this copy only.
+    object.__setattr__(copy, "invoke", observed_invoke)
+    object.__setattr__(copy, "ainvoke", observed_ainvoke)
+    return copy
+
+
+class ObservedTools:
+    """One observed copy per tool, made on the tool's first call (thread-safe, bounded)."""
+
+    def __init__(self, limit: int = MAX_OBSERVED_TOOLS) -> None:
+        self._limit = limit
+        self._lock = threading.Lock()
+        #: id(tool) -> (the tool, its fields when copied, the copy); the tool is held, so
+        #: its id is not reused while the entry lives
+        self._copies: OrderedDict[int, tuple[BaseTool, dict[str, Any], BaseTool]] = OrderedDict()
 
     def observed(self, tool: BaseTool) -> BaseTool:
-        """A copy of ``tool`` whose invocations and own error handling this probe records."""
-        updates: dict[str, Any] = {}
-        tool_flag = tool.handle_tool_error
-        if tool_flag:
-
-            def on_tool_error(exc: Any) -> Any:
-                self._noting(exc)
-                return _handle_tool_error(exc, flag=tool_flag)
-
-            updates["handle_tool_error"] = on_tool_error
-        validation_flag = tool.handle_validation_error
-        if validation_flag:
-
-            def on_validation_error(exc: Any) -> str:
-                self._noting(exc)
-                return _handle_validation_error(exc, flag=validation_flag)
-
-            updates["handle_validation_error"] = on_validation_error
-        copy = tool.model_copy(update=updates)
-        invoke: Callable[..., Any] = copy.invoke
-        ainvoke: Callable[..., Any] = copy.ainvoke
-
-        def observed_invoke(*args: Any, **kwargs: Any) -> Any:
-            attempt = Attempt()
-            self.attempts.append(attempt)
-            try:
-                returned = invoke(*args, **kwargs)
-            except BaseException as exc:
-                attempt.exception = exc
-                raise
-            attempt.returned, attempt.done = returned, True
-            return returned
-
-        async def observed_ainvoke(*args: Any, **kwargs: Any) -> Any:
-            attempt = Attempt()
-            self.attempts.append(attempt)
-            try:
-                returned = await ainvoke(*args, **kwargs)
-            except BaseException as exc:
-                attempt.exception = exc
-                raise
-            attempt.returned, attempt.done = returned, True
-            return returned
-
-        # Instance attributes shadow the class's methods on this copy only.
-        object.__setattr__(copy, "invoke", observed_invoke)
-        object.__setattr__(copy, "ainvoke", observed_ainvoke)
+        key = id(tool)
+        with self._lock:
+            entry = self._copies.get(key)
+        if entry is not None and entry[0] is tool and _unchanged(entry[1], tool.__dict__):
+            return entry[2]
+        copy = observed_copy(tool)
+        with self._lock:
+            self._copies[key] = (tool, dict(tool.__dict__), copy)
+            self._copies.move_to_end(key)
+            while len(self._copies) > self._limit:
+                self._copies.popitem(last=False)
         return copy
+
+
+def _unchanged(then: dict[str, Any], now: dict[str, Any]) -> bool:
+    """The tool's fields are the very objects they were when it was copied."""
+    if len(then) != len(now):
+        return False
+    return all(then.get(name, _MISSING) is value for name, value in now.items())
+
+
+_MISSING = object()

@@ -114,11 +114,15 @@ class GuardedRun:
         self.input_tokens: int | None = None
         self.output_tokens: int | None = None
         self.finished = False
+        #: The last ``AIMessage`` admitted (or the guard's own stop message, or the history's
+        #: last before this run), and the lock the middleware admits the next one under.
+        self.last_message: Any = None
+        self.catch_up_lock = threading.Lock()
 
     # -- the framework's events ---------------------------------------------------------
 
     def model_response(self, calls: Sequence[FunctionCall], usage: Any = None) -> None:
-        """One ``AIMessage`` arrived (``after_model``): its tool calls are the next batch."""
+        """One ``AIMessage``'s tool calls, admitted by the middleware: the next batch."""
         self.model_turns += 1
         self._count_usage(usage)
         if self._batch is not None:  # its tools never reported back: reduce what was seen
@@ -168,7 +172,7 @@ class GuardedRun:
         return outcome
 
     def close(self) -> Action | None:
-        """The open batch is over (``before_model``): settle what was seen, the core's action."""
+        """The open batch is over (the next model call): settle what was seen, the core's action."""
         with self._lock:
             batch, outcomes = self._batch, self._outcomes
             self._batch, self._calls, self._outcomes = None, {}, {}

@@ -11,10 +11,14 @@ Framework event -> core call, and core action -> framework effect:
   batch's tool returns (kept in the history, so in every later request);
   ``Stop`` -> the tool returns and the stop text go into the history and the run
   ends with :class:`ProtectionStop` as its output, without another model request;
-- ``wrap_node_run``: a batch cancelled or aborted mid-way settles as interrupted;
-- ``wrap_model_request``: after a stop, no request reaches the model, whatever
-  asks for one;
-- ``wrap_run``: the per-run outcome record, and the fail-open warning.
+- ``before_model_request``: after a stop, no request reaches the model, whatever
+  asks for one (``SkipModelRequest`` with the stop text);
+- ``wrap_run``: a batch cancelled or aborted mid-way settles as interrupted; the
+  per-run outcome record, and the fail-open warning.
+
+It overrides neither ``wrap_node_run`` nor ``wrap_model_request``: pydantic-ai
+builds a wrapper chain around every node run and every model request of a run
+for a capability that does, and a run pays for both on every step.
 """
 
 from __future__ import annotations
@@ -28,7 +32,12 @@ from typing import Any
 
 from pydantic_ai._agent_graph import CallToolsNode, ModelRequestNode
 from pydantic_ai.capabilities import AbstractCapability
-from pydantic_ai.exceptions import RunCancelled, SkipToolExecution, UsageLimitExceeded
+from pydantic_ai.exceptions import (
+    RunCancelled,
+    SkipModelRequest,
+    SkipToolExecution,
+    UsageLimitExceeded,
+)
 from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
@@ -131,7 +140,7 @@ class RepeatedToolFailureCapability(AbstractCapability[Any]):
         if run is not None and isinstance(node, CallToolsNode) and run.stop is None:
             calls, tools = _function_calls(ctx, node.model_response)
             if calls:
-                run.admit(calls, tools)
+                run.admit(calls, tools, node.model_response)
         return node
 
     async def on_tool_validate_error(
@@ -185,25 +194,13 @@ class RepeatedToolFailureCapability(AbstractCapability[Any]):
             return _with_reminder(result, action.system_texts)
         return result
 
-    async def wrap_node_run(self, ctx: RunContext[Any], *, node: Any, handler: Any) -> Any:
-        try:
-            return await handler(node)
-        except BaseException:
-            run = self._run
-            if run is not None and isinstance(node, CallToolsNode) and run.open_batch:
-                run.settle(_answers(ctx.messages, node.model_response, None), interrupted=True)
-            raise
-
-    async def wrap_model_request(
-        self, ctx: RunContext[Any], *, request_context: Any, handler: Any
-    ) -> ModelResponse:
+    async def before_model_request(self, ctx: RunContext[Any], request_context: Any) -> Any:
         run = self._run
         if run is not None and run.stop is not None:
             # Stopped: whatever asks for another request (a queued message, a redirect),
             # the model is not called; the stop text answers instead.
-            return _stop_response(ctx, run.stop)
-        response: ModelResponse = await handler(request_context)
-        return response
+            raise SkipModelRequest(_stop_response(ctx, run.stop))
+        return request_context
 
     async def wrap_run(self, ctx: RunContext[Any], *, handler: Any) -> Any:
         run = self._run
@@ -219,6 +216,11 @@ class RepeatedToolFailureCapability(AbstractCapability[Any]):
             stop_reason = "max_turn_requests"
             raise
         finally:
+            if run is not None and stop_reason != "end_turn" and run.open_response is not None:
+                # The run ended inside a batch (cancelled, or an exception in its tools node):
+                # what settled counts, the rest is interrupted.
+                answers = _answers(ctx.messages, run.open_response, None)
+                run.settle(answers, interrupted=True)
             if run is not None:
                 usage = ctx.usage
                 run.finished(

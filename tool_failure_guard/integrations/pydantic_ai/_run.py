@@ -23,6 +23,7 @@ import attrs
 from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
+    ModelResponse,
     ToolCallPart,
     ToolReturnPart,
     UserPromptPart,
@@ -75,6 +76,7 @@ def returned_of(part: ToolReturnPart) -> Returned:
 
 @attrs.frozen(kw_only=True)
 class _Admitted:
+    response: ModelResponse | None  #: the model response the batch is the calls of
     settlement: BatchSettlement
     tools: dict[
         str, tuple[str | None, str]
@@ -119,8 +121,16 @@ class GuardedRun:
     def open_batch(self) -> bool:
         return self._batch is not None
 
+    @property
+    def open_response(self) -> ModelResponse | None:
+        """The model response whose batch is open (None: no batch is)."""
+        return self._batch.response if self._batch is not None else None
+
     def admit(
-        self, calls: Sequence[ToolCallPart], tools: dict[str, tuple[str | None, str]]
+        self,
+        calls: Sequence[ToolCallPart],
+        tools: dict[str, tuple[str | None, str]],
+        response: ModelResponse | None = None,
     ) -> None:
         """Open the batch of one model response's function calls (before any runs).
 
@@ -135,6 +145,7 @@ class GuardedRun:
         ]
         admission = self.protection.admit(function_calls)
         self._batch = _Admitted(
+            response=response,
             settlement=self.protection.open_batch(admission),
             tools={
                 call.call_id: tools.get(call.name, (None, "native")) for call in admission.calls
