@@ -83,7 +83,7 @@ def import_acp() -> None:
                     return dict(documented[cls.__qualname__])
                 return original(cls, use_inspect)  # type: ignore[no-any-return]
 
-            _fields.extract_docstrings_from_cls = docstrings
+            setattr(_fields, "extract_docstrings_from_cls", docstrings)  # noqa: B010
             undo.append(lambda: setattr(_fields, "extract_docstrings_from_cls", original))
         defaults = getattr(_config, "config_defaults", None)
         if isinstance(defaults, dict) and defaults.get("defer_build") is False:
