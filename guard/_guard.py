@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import NamedTuple
 
+from tool_failure_guard.guard._chart_table import ACTIONS, CONDITIONS
 from tool_failure_guard.guard._classify import scan_batch
 from tool_failure_guard.guard._table import TRANSITIONS, Transition
 from tool_failure_guard.guard._values import (
@@ -35,7 +36,6 @@ from tool_failure_guard.guard._values import (
     ResetReason,
     decision,
 )
-from tool_failure_guard.statecharts import ACTIONS, CONDITIONS
 
 _IDLE = Phase.IDLE
 _LATCHED = Phase.LATCHED
@@ -118,11 +118,17 @@ def _step(transition: Transition) -> Step:
 
 #: The derived table (``guard._table.TRANSITIONS``) with each transition prepared:
 #: ``STEPS[phase][facts_index]``.
+#: Each distinct transition is prepared once (a row repeats its transitions).
+_PREPARED: dict[Transition, Step] = {
+    transition: _step(transition)
+    for row in TRANSITIONS.values()
+    for transition in dict.fromkeys(row)
+}
 STEPS: dict[Phase, tuple[Step, ...]] = {
-    phase: tuple(_step(transition) for transition in row) for phase, row in TRANSITIONS.items()
+    phase: tuple(_PREPARED[transition] for transition in row) for phase, row in TRANSITIONS.items()
 }
 #: Every transition's prepared step (the engine-backed twin looks them up here).
-STEP_OF: dict[Transition, Step] = {step.transition: step for row in STEPS.values() for step in row}
+STEP_OF: dict[Transition, Step] = _PREPARED
 
 
 class RepeatedToolFailureGuard:

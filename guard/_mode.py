@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import logging
-
 from tool_failure_guard.guard._values import GUARD_MODE_ENV_VAR, GuardMode
 
-_log = logging.getLogger("guard")
 _VALID = ", ".join(mode.value for mode in GuardMode)
 
 
@@ -26,7 +23,9 @@ def resolve_mode(value: str | None) -> GuardMode:
     try:
         return GuardMode(text)
     except ValueError:
-        _log.warning(
+        import logging  # only here: importing the guard loads no logging machinery
+
+        logging.getLogger("guard").warning(
             "%s=%r is not a valid guard mode; expected one of %s; using shadow",
             GUARD_MODE_ENV_VAR,
             value,

@@ -1,8 +1,8 @@
-"""The runtime transition table, derived from the statechart class at import time.
+"""The runtime transition table, derived from the statechart class.
 
 The python-statemachine engine costs about a millisecond per prompt (see
-``docs/performance.md``), so the runtime never instantiates it.  Instead this
-module reads the declared transitions of
+``docs/performance.md``), so the runtime never instantiates it.  Instead
+:func:`derive_table` reads the declared transitions of
 :class:`~tool_failure_guard.statecharts.RepeatedToolFailureChart` -- sources, targets, condition
 expressions and action names, in declaration order -- and evaluates them once
 for every combination of the five facts.  The result is a plain table:
@@ -12,21 +12,30 @@ for every combination of the five facts.  The result is a plain table:
 where bit ``i`` of ``facts_index`` is the truth of ``CONDITIONS[i]``.  A final
 phase has no row: nothing leaves ``latched``.
 
-Nothing here is written by hand twice: change the chart and the table changes
-with it; the model checks in ``tests/`` drive the engine beside this table.
+Importing python-statemachine costs more than the rest of the library, so the
+derivation runs when the chart changes, not at every import: ``tool-failure-guard
+render`` writes its result to ``guard/_chart_table.py`` (:func:`table_module`),
+and :data:`TRANSITIONS` is read from there.  Nothing is written by hand twice:
+``render --check`` (CI) and ``tests/test_chart.py`` fail when that module is not
+exactly what the chart derives, and the model checks in ``tests/`` drive the
+engine beside this table.
 """
 
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable, Mapping
-from typing import Any
+import json
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import attrs
-from statemachine import StateChart
 
+from tool_failure_guard.guard import _chart_table
+from tool_failure_guard.guard._chart_table import CONDITIONS
 from tool_failure_guard.guard._values import Phase
-from tool_failure_guard.statecharts import ACTIONS, CONDITIONS, SETTLE, RepeatedToolFailureChart
+
+if TYPE_CHECKING:
+    from statemachine import StateChart
 
 Facts = Mapping[str, bool]
 
@@ -46,8 +55,18 @@ class ChartError(Exception):
     """The statechart declaration cannot be turned into a runtime table."""
 
 
-def _compile_condition(expression: str) -> Callable[[Facts], bool]:
-    """Compile a condition expression using only names from CONDITIONS and and/or/not."""
+def _compile_condition(
+    expression: str, names: Sequence[str] | None = None
+) -> Callable[[Facts], bool]:
+    """Compile a condition expression using only ``names`` and and/or/not.
+
+    ``names`` defaults to the chart's declared conditions (``statecharts.CONDITIONS``).
+    """
+    if names is None:
+        from tool_failure_guard.statecharts import CONDITIONS
+
+        names = CONDITIONS
+    known = frozenset(names)
     try:
         tree = ast.parse(expression, mode="eval").body
     except SyntaxError as exc:
@@ -55,7 +74,7 @@ def _compile_condition(expression: str) -> Callable[[Facts], bool]:
 
     def build(node: ast.expr) -> Callable[[Facts], bool]:
         if isinstance(node, ast.Name):
-            if node.id not in CONDITIONS:
+            if node.id not in known:
                 raise ChartError(f"condition {expression!r} names unknown guard {node.id!r}")
             name = node.id
             return lambda facts: facts[name]
@@ -72,9 +91,9 @@ def _compile_condition(expression: str) -> Callable[[Facts], bool]:
     return build(tree)
 
 
-def facts_of(index: int) -> dict[str, bool]:
-    """The facts mapping that ``index`` encodes (bit i is CONDITIONS[i])."""
-    return {name: bool(index >> bit & 1) for bit, name in enumerate(CONDITIONS)}
+def facts_of(index: int, names: Sequence[str] = CONDITIONS) -> dict[str, bool]:
+    """The facts mapping that ``index`` encodes (bit i is ``names[i]``, CONDITIONS by default)."""
+    return {name: bool(index >> bit & 1) for bit, name in enumerate(names)}
 
 
 def facts_index(facts: Facts) -> int:
@@ -85,10 +104,22 @@ def facts_index(facts: Facts) -> int:
 FACT_COMBINATIONS = 1 << len(CONDITIONS)
 
 
-def declared_transitions(
-    chart: type[StateChart[Any]] = RepeatedToolFailureChart,
-) -> list[Transition]:
-    """Every transition of the ``settle`` event, in declaration order per phase."""
+def _chart(chart: type[StateChart[Any]] | None) -> type[StateChart[Any]]:
+    if chart is not None:
+        return chart
+    from tool_failure_guard.statecharts import RepeatedToolFailureChart
+
+    return RepeatedToolFailureChart
+
+
+def declared_transitions(chart: type[StateChart[Any]] | None = None) -> list[Transition]:
+    """Every transition of the ``settle`` event, in declaration order per phase.
+
+    ``chart`` defaults to :class:`~tool_failure_guard.statecharts.RepeatedToolFailureChart`.
+    """
+    from tool_failure_guard.statecharts import ACTIONS, SETTLE
+
+    chart = _chart(chart)
     result: list[Transition] = []
     for state in chart.states:
         source = Phase(state.value)
@@ -116,19 +147,22 @@ def declared_transitions(
     return result
 
 
-def derive_table(
-    chart: type[StateChart[Any]] = RepeatedToolFailureChart,
-) -> dict[Phase, tuple[Transition, ...]]:
+def derive_table(chart: type[StateChart[Any]] | None = None) -> dict[Phase, tuple[Transition, ...]]:
     """Evaluate the declared transitions for every facts combination.
 
     Raises :class:`ChartError` when a non-final phase has a combination that
     no transition takes (the chart would silently drop a batch), or when a
     declared transition can never fire (it is dead and misleads reviewers).
     """
+    from tool_failure_guard.statecharts import CONDITIONS as declared
+
+    chart = _chart(chart)
     by_source: dict[Phase, list[tuple[Transition, Callable[[Facts], bool]]]] = {}
     for transition in declared_transitions(chart):
         predicate = (
-            _compile_condition(transition.condition) if transition.condition else lambda _: True
+            _compile_condition(transition.condition, declared)
+            if transition.condition
+            else lambda _: True
         )
         by_source.setdefault(transition.source, []).append((transition, predicate))
 
@@ -139,8 +173,8 @@ def derive_table(
         if state.final:  # python-statemachine refuses transitions out of a final state
             continue
         row: list[Transition] = []
-        for index in range(FACT_COMBINATIONS):
-            facts = facts_of(index)
+        for index in range(1 << len(declared)):
+            facts = facts_of(index, declared)
             chosen = next((t for t, holds in candidates if holds(facts)), None)
             if chosen is None:
                 raise ChartError(f"{phase}: no transition for facts {facts}")
@@ -152,5 +186,75 @@ def derive_table(
     return table
 
 
-#: The runtime's table, derived once at import.
-TRANSITIONS: dict[Phase, tuple[Transition, ...]] = derive_table()
+def table_module(chart: type[StateChart[Any]] | None = None) -> str:
+    """The source of ``guard/_chart_table.py``: what :func:`derive_table` gives, as data.
+
+    ``DECLARED`` lists every transition (source, target, action, condition) in
+    declaration order; ``ROWS[source]`` holds, for each facts index, the
+    position among ``source``'s transitions of the one taken, as a digit.
+    """
+    from tool_failure_guard.statecharts import ACTIONS, CONDITIONS, SETTLE
+
+    chart = _chart(chart)
+    table = derive_table(chart)
+    declared = declared_transitions(chart)
+    if any(t.order > 9 for t in declared):
+        raise ChartError("more than ten transitions leave one phase; ROWS holds one digit each")
+    quote = json.dumps
+    lines = [
+        '"""The runtime transition table, as data: generated by ``tool-failure-guard render``.',
+        "",
+        "Do not edit.  ``statecharts/repeated_tool_failure.py`` is the one declaration;",
+        "``guard._table.derive_table`` evaluates it and ``guard._table.table_module`` writes",
+        "this file, so the runtime reads the table without importing python-statemachine.",
+        "``render --check`` (CI) and ``tests/test_chart.py`` fail when it is stale.",
+        '"""',
+        "",
+        "#: The one event (statecharts.SETTLE).",
+        f"SETTLE = {quote(SETTLE)}",
+        "#: statecharts.CONDITIONS: bit i of a facts index is the truth of CONDITIONS[i].",
+        "CONDITIONS = (",
+        *(f"    {quote(name)}," for name in CONDITIONS),
+        ")",
+        "#: statecharts.ACTIONS: the actions a transition may run.",
+        "ACTIONS = (",
+        *(f"    {quote(name)}," for name in ACTIONS),
+        ")",
+        "#: Every transition of the settle event in declaration order:",
+        '#: (source, target, action, condition; "" when unconditional).',
+        "DECLARED = (",
+        *(
+            f"    ({quote(t.source.value)}, {quote(t.target.value)}, {quote(t.action)}, "
+            f"{quote(t.condition)}),"
+            for t in declared
+        ),
+        ")",
+        "#: ROWS[source][facts_index]: the position, among the transitions leaving source,",
+        "#: of the one taken (a final phase has no row).",
+        "ROWS = {",
+        *(
+            f"    {quote(phase.value)}: {quote(''.join(str(t.order) for t in row))},"
+            for phase, row in table.items()
+        ),
+        "}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _load(data: Any = _chart_table) -> dict[Phase, tuple[Transition, ...]]:
+    """The table ``guard/_chart_table.py`` holds, as :class:`Transition` rows."""
+    leaving: dict[str, list[Transition]] = {}
+    for source, target, action, condition in data.DECLARED:
+        row = leaving.setdefault(source, [])
+        row.append(Transition(Phase(source), Phase(target), action, condition, len(row)))
+    table = {
+        Phase(source): tuple(leaving[source][int(digit)] for digit in digits)
+        for source, digits in data.ROWS.items()
+    }
+    if any(len(row) != FACT_COMBINATIONS for row in table.values()):  # pragma: no cover
+        raise ChartError("guard/_chart_table.py is damaged; run `tool-failure-guard render`")
+    return table
+
+
+#: The runtime's table: the chart's derivation, as ``guard/_chart_table.py`` holds it.
+TRANSITIONS: dict[Phase, tuple[Transition, ...]] = _load()

@@ -254,17 +254,22 @@ class Decision:
     phase_after: Phase
 
 
-_DECISIONS: dict[tuple[DecisionKind, ResetReason | None, Phase, Phase], Decision] = {
-    (kind, reason, before, after): Decision(kind, reason, before, after)
-    for kind in DecisionKind
-    for reason in (None, *ResetReason)
-    for before in Phase
-    for after in Phase
-}
+#: The interned decisions, filled as :func:`decision` is first asked for each (the
+#: guard asks for every decision it can return once, at import).
+_DECISIONS: dict[tuple[DecisionKind, ResetReason | None, Phase, Phase], Decision] = {}
 
 
 def decision(
     kind: DecisionKind, reason: ResetReason | None, phase_before: Phase, phase_after: Phase
 ) -> Decision:
     """Return the interned :class:`Decision` for these four values."""
-    return _DECISIONS[kind, reason, phase_before, phase_after]
+    key = (kind, reason, phase_before, phase_after)
+    found = _DECISIONS.get(key)
+    if found is None:
+        found = _DECISIONS[key] = Decision(
+            DecisionKind(kind),
+            None if reason is None else ResetReason(reason),
+            Phase(phase_before),
+            Phase(phase_after),
+        )
+    return found

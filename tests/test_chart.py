@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import itertools
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,10 +16,17 @@ from tool_failure_guard.guard import (
     TRANSITIONS,
     ChartError,
     Phase,
+    _chart_table,
     declared_transitions,
     derive_table,
 )
-from tool_failure_guard.guard._table import FACT_COMBINATIONS, facts_index, facts_of
+from tool_failure_guard.guard._table import (
+    FACT_COMBINATIONS,
+    _load,
+    facts_index,
+    facts_of,
+    table_module,
+)
 from tool_failure_guard.guard.engine import _ChartModel
 from tool_failure_guard.statecharts import ACTIONS, CONDITIONS, SETTLE, RepeatedToolFailureChart
 
@@ -55,6 +65,52 @@ def test_the_table_covers_every_non_final_phase_and_fact_combination() -> None:
     for row in TRANSITIONS.values():
         assert len(row) == FACT_COMBINATIONS == 2 ** len(CONDITIONS)
         assert {t.action for t in row} <= set(ACTIONS)
+
+
+# -- the runtime reads the derivation from guard/_chart_table.py ---------------
+
+
+def test_the_runtime_table_is_what_the_chart_derives() -> None:
+    assert derive_table() == TRANSITIONS
+    assert (_chart_table.CONDITIONS, _chart_table.ACTIONS) == (CONDITIONS, ACTIONS)
+    assert _chart_table.SETTLE == SETTLE
+    committed = Path(_chart_table.__file__).read_text(encoding="utf-8")
+    assert committed == table_module(), "run `tool-failure-guard render`"
+
+
+def test_the_table_module_follows_the_chart_it_is_generated_from() -> None:
+    # A chart whose idle phase puts a candidate before a reset reason: what the
+    # generator writes, read back, is that chart's derivation, not the committed one.
+    reordered = make_chart(
+        lambda i, t, w, latched: (
+            i.to(t, cond="eligible", on="start_streak")
+            | i.to.itself(cond="has_reset_reason", on="reset")
+            | i.to.itself(on="hold")
+            | t.to.itself(on="hold")
+            | w.to.itself(on="hold")
+        ),
+        **{name: _facts for name in CONDITIONS},
+    )
+    namespace: dict[str, Any] = {}
+    exec(compile(table_module(reordered), "<generated>", "exec"), namespace)
+    loaded = _load(type("Generated", (), namespace))
+    assert loaded == derive_table(reordered) != derive_table()
+    # eligible now wins over a reset reason in idle
+    both = facts_index({name: name in ("eligible", "has_reset_reason") for name in CONDITIONS})
+    assert loaded[Phase.IDLE][both].action == "start_streak"
+    assert TRANSITIONS[Phase.IDLE][both].action == "reset"
+
+
+def test_importing_the_library_does_not_import_python_statemachine() -> None:
+    code = (
+        "import sys, tool_failure_guard\n"
+        "tool_failure_guard.RepeatedToolFailureGuard(tool_failure_guard.GuardMode.ENFORCE)\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('statemachine', 'logging')))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert done.stdout.strip() == "[]"
 
 
 def test_facts_index_round_trips() -> None:

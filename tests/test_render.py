@@ -61,6 +61,19 @@ def test_check_reports_a_stale_file_and_render_repairs_it(
     assert main(["render", "--check", "--root", str(tmp_path)]) == 0
 
 
+def test_check_reports_a_stale_runtime_table_and_render_repairs_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _copy_project(tmp_path)
+    table = tmp_path / "guard" / "_chart_table.py"
+    current = table.read_text(encoding="utf-8")
+    table.write_text(current.replace('"idle": "2', '"idle": "0'), encoding="utf-8")
+    assert main(["render", "--check", "--root", str(tmp_path)]) == 1
+    assert "_chart_table.py is stale" in capsys.readouterr().err
+    assert main(["render", "--root", str(tmp_path)]) == 0
+    assert table.read_text(encoding="utf-8") == current
+
+
 def test_design_doc_without_markers_is_a_clear_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -83,6 +96,8 @@ def _copy_project(tmp_path: Path) -> Path:
     shutil.copytree(ROOT / "diagrams", tmp_path / "diagrams")
     (tmp_path / "docs").mkdir()
     shutil.copy(ROOT / "docs" / "design.md", tmp_path / "docs" / "design.md")
+    (tmp_path / "guard").mkdir()
+    shutil.copy(ROOT / "guard" / "_chart_table.py", tmp_path / "guard" / "_chart_table.py")
     return tmp_path / "diagrams" / "repeated_tool_failure.svg"
 
 

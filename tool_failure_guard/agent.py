@@ -152,6 +152,9 @@ def run(args: argparse.Namespace) -> int:
     import asyncio
     import logging
 
+    from tool_failure_guard.sdk_import import import_acp
+
+    import_acp()  # first: the SDK's models are then built when first used
     from tool_failure_guard.session.config.envconfig import EnvConfig
     from tool_failure_guard.session.config.redact import install_redaction
     from tool_failure_guard.session.model.base import (

@@ -16,7 +16,10 @@ Writes to ``diagrams/``:
     ``dot -Tsvg`` of that source, when Graphviz's ``dot`` is installed.
 
 It also refreshes the chart embedded in ``docs/design.md`` between the
-``statechart:begin``/``statechart:end`` markers.  ``--check`` writes nothing
+``statechart:begin``/``statechart:end`` markers, and ``guard/_chart_table.py``,
+the runtime's transition table as data (``guard._table.table_module``: what
+``derive_table`` gives for the chart, so the runtime never imports
+python-statemachine).  ``--check`` writes nothing
 and exits 1 when any of these is stale.  The SVG is compared by *content*
 (:func:`svg_content`: its nodes, edges and text lines), never by layout, so
 another Graphviz version -- other coordinates, other version comment -- does
@@ -36,6 +39,7 @@ from pathlib import Path
 import attrs
 
 from tool_failure_guard.guard import Transition, declared_transitions
+from tool_failure_guard.guard._table import table_module
 
 HELP = "write diagrams/ from the statechart class (or --check they are current)"
 
@@ -218,6 +222,7 @@ def expected_files(root: Path) -> dict[Path, str]:
         root / "diagrams" / f"{STEM}.mmd": chart,
         root / "diagrams" / f"{STEM}.dot": stable_dot(),
         design: design_doc(design.read_text(encoding="utf-8"), chart),
+        root / "guard" / "_chart_table.py": table_module(),
     }
 
 

@@ -30,10 +30,9 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import attrs
-import openai
 
 from tool_failure_guard.session.config.redact import redact_url
 from tool_failure_guard.session.model.base import ModelError, ModelTurn, ModelUsage, TextSink
@@ -52,6 +51,12 @@ from tool_failure_guard.session.model.openai_stream import (
 )
 from tool_failure_guard.session.persistence.messages import Message
 from tool_failure_guard.session.tools.builtin import Tool
+
+if TYPE_CHECKING:
+    # The SDK is imported where a request is made or its error read (``import openai``
+    # below), not when the agent starts: start-up costs a scripted agent's, and the
+    # import moves to the first model request.
+    import openai
 
 _log = logging.getLogger("session.openai_model")
 
@@ -152,6 +157,8 @@ def server_message(exc: Exception) -> str:
 
 def is_context_length_error(exc: Exception) -> bool:
     """The request is longer than the model's context (servers say so by code or in words)."""
+    import openai
+
     if not isinstance(exc, openai.APIStatusError):
         return False
     detail = server_message(exc).lower()
@@ -171,6 +178,8 @@ def describe_error(exc: Exception, settings: OpenAISettings) -> str:
 
 
 def _describe_error(exc: Exception, settings: OpenAISettings) -> str:
+    import openai
+
     endpoint = settings.base_url or DEFAULT_BASE_URL
     detail = server_message(exc)
     if isinstance(exc, openai.AuthenticationError):
@@ -219,6 +228,8 @@ class OpenAIChatModel:
 
     def _connect(self) -> openai.AsyncOpenAI:
         if self._client is None:
+            import openai
+
             if not self.settings.api_key:
                 raise ModelError(
                     f"{API_KEY_ENV_VAR} is not set: set it in the environment or an env "
@@ -243,6 +254,8 @@ class OpenAIChatModel:
     async def generate_streaming(
         self, history: Sequence[Message], *, tools: Sequence[Tool], on_text: TextSink
     ) -> ModelTurn:
+        import openai
+
         client = self._connect()
         messages = chat_messages(history, self.settings.system_prompt)
         if self.fold_system_context:
@@ -290,6 +303,8 @@ class OpenAIChatModel:
         }
         if tools:
             request["tools"] = tool_definitions(tools)
+        import openai
+
         stream = await client.chat.completions.create(**request)
         turn = StreamAssembly()
         chunks = aiter(cast(Any, stream))

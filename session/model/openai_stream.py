@@ -25,7 +25,6 @@ import uuid
 from typing import Any
 
 import attrs
-from openai.types.chat import ChatCompletionChunk
 
 from tool_failure_guard.session.tools.executor import FunctionCall
 
@@ -126,6 +125,9 @@ class StreamAssembly:
 
     def add(self, chunk: Any) -> str:
         """Take one chunk; return its text delta ("" when none); raise MalformedStream."""
+        # imported here, with the first chunk: the agent starts without the SDK
+        from openai.types.chat import ChatCompletionChunk
+
         if not isinstance(chunk, ChatCompletionChunk):
             raise MalformedStream(f"a chunk is {_json_type(chunk)}, not a completion chunk")
         usage = getattr(chunk, "usage", None)

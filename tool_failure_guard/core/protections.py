@@ -85,15 +85,21 @@ class Admission:
         return tuple(c for c in self.executable if c.call_id not in self.over_cap)
 
 
+#: ``json.dumps(args, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+#: default=repr)``, with the encoder made once rather than per call (same text).
+_CANONICAL = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=repr
+).encode
+_SHA256 = hashlib.sha256
+
+
 def call_fingerprint(name: str, args: Mapping[str, Any]) -> str:
     """What makes two calls the same call: the tool name and the arguments (canonical JSON)."""
     try:
-        canonical = json.dumps(
-            args, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=repr
-        )
+        canonical = _CANONICAL(args)
     except (TypeError, ValueError, RecursionError):
         canonical = repr(args)
-    return hashlib.sha256(f"{name}\0{canonical}".encode("utf-8", "replace")).hexdigest()
+    return _SHA256(f"{name}\0{canonical}".encode("utf-8", "replace")).hexdigest()
 
 
 #: An answered call as history gives it: its id, and its fingerprint (None: call unknown).

@@ -1,0 +1,110 @@
+"""The core's per-batch path a host pays, against ``observe`` alone (a ``make bench`` figure).
+
+One batch, as an adapter drives it: four :class:`FunctionCall` values, ``admit``,
+``open_batch``, four outcomes built with the core's constructors and settled,
+``after_batch``.  Each prompt has four such batches of four calls to one tool
+(one success, three typed failures: the reminder, then the stop in enforce).
+The bare side reduces the very receipts those batches produced with a fresh
+guard's ``observe``.  Both run over the same prompts in passes, the order
+alternating per pass, gc off; printed: the median per-batch time of each and
+the median and spread of the per-pass ratios.
+"""
+
+from __future__ import annotations
+
+import gc
+import statistics
+import time
+from typing import Any
+
+from tool_failure_guard.core import FunctionCall, PromptProtection, Stop, outcomes
+from tool_failure_guard.guard import (
+    BatchReceipt,
+    GuardMode,
+    InputBoundary,
+    RepeatedToolFailureGuard,
+)
+
+QUIET = InputBoundary()
+CALLS_PER_BATCH = 4
+
+
+def _args(index: int) -> dict[str, Any]:
+    return {"path": f"src/module_{index}.py", "offset": index * 10, "limit": 200}
+
+
+ARGS = [_args(index) for index in range(CALLS_PER_BATCH)]
+
+
+def guarded_prompt(number: int, receipts: list[BatchReceipt] | None = None) -> int:
+    """One prompt through the host path; the batches it settled."""
+    protection = PromptProtection(GuardMode.ENFORCE)
+    batches = 0
+    for batch_number in range(6):
+        calls = [
+            FunctionCall(call_id=f"call_{number}_{batch_number}_{i}", name="read_file", args=a)
+            for i, a in enumerate(ARGS)
+        ]
+        admission = protection.admit(calls)
+        batch = protection.open_batch(admission)
+        for index, call in enumerate(admission.calls):
+            if index == 0:
+                batch.settle(outcomes.succeeded(call, "ok", tool="read_other"))
+            else:
+                batch.settle(outcomes.failed(call, "file_not_found", "no such file"))
+        action = protection.after_batch(batch, QUIET)
+        batches += 1
+        if receipts is not None:
+            receipts.append(batch.receipt())
+        if isinstance(action, Stop):
+            break
+    return batches
+
+
+def _bare(prompts: list[list[BatchReceipt]]) -> float:
+    start = time.perf_counter()
+    for receipts in prompts:
+        guard = RepeatedToolFailureGuard(GuardMode.ENFORCE)
+        for receipt in receipts:
+            guard.observe(receipt, QUIET)
+    return time.perf_counter() - start
+
+
+def _guarded(count: int) -> float:
+    start = time.perf_counter()
+    for number in range(count):
+        guarded_prompt(number)
+    return time.perf_counter() - start
+
+
+def report(prompts: int = 500, passes: int = 9) -> None:
+    recorded: list[list[BatchReceipt]] = []
+    for number in range(prompts):
+        receipts: list[BatchReceipt] = []
+        guarded_prompt(number, receipts)
+        recorded.append(receipts)
+    batches = sum(len(r) for r in recorded)
+    guarded: list[float] = []
+    bare: list[float] = []
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        for number in range(passes):
+            if number % 2 == 0:
+                guarded.append(_guarded(prompts))
+                bare.append(_bare(recorded))
+            else:
+                bare.append(_bare(recorded))
+                guarded.append(_guarded(prompts))
+    finally:
+        if enabled:
+            gc.enable()
+    ratios = sorted(g / b for g, b in zip(guarded, bare, strict=True))
+    print(
+        f"core per batch (admit, settle x{CALLS_PER_BATCH}, after_batch), {passes} passes of "
+        f"{batches} batches alternating, gc off: median "
+        f"{statistics.median(guarded) / batches * 1e6:.1f} µs; observe alone "
+        f"{statistics.median(bare) / batches * 1e6:.2f} µs; ratio median "
+        f"{statistics.median(ratios):.1f} (passes {ratios[0]:.1f}-{ratios[-1]:.1f})   "
+        f"target <= 30 µs: {'met' if statistics.median(guarded) / batches <= 30e-6 else 'MISSED'}"
+    )
