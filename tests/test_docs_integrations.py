@@ -28,6 +28,7 @@ def example(constructor: str) -> CallOutcome:
         "invalid_arguments": lambda: outcomes.invalid_arguments(CALL, "bad"),
         "unknown_tool": lambda: outcomes.unknown_tool(CALL),
         "not_started": lambda: outcomes.not_started(CALL, "permission_request_failed", "x"),
+        "skipped_by_cap": lambda: outcomes.skipped_by_cap(CALL, tool="read_file"),
         "cancelled_before": lambda: outcomes.cancelled_before(CALL),
         "rejected": lambda: outcomes.rejected(CALL),
         "cancelled_during": lambda: outcomes.cancelled_during(CALL),
