@@ -193,13 +193,15 @@ class ClickHouseEngine(Engine):
     def _materialise(self) -> None:
         from tool_failure_guard.rollout import queries
 
-        for name, _ in self._relations:
-            self._execute(f"CREATE TEMPORARY TABLE {name} AS {self._rendered[name]}")
+        # The tables cast counts: with a value that is not one, stay with common table
+        # expressions and let the preflight name the bad input.
+        if self.rows(queries.malformed_numbers()):
+            return
+        for name, body in self._relations:
+            if name == "records":  # a projection of the source, read by the tables only
+                continue
+            self._execute(f"CREATE TEMPORARY TABLE {name} AS {self.render(body)}")
             self._tables.append(name)
-            # The tables after records cast counts: with a value that is not one, stay
-            # with common table expressions and let the preflight name the bad input.
-            if name == "records" and self.rows(queries.malformed_numbers()):
-                return
 
     def _columns(self, table: str) -> set[str]:
         database, _, name = table.rpartition(".")

@@ -191,26 +191,20 @@ def _json_source(path: Path) -> str:
 
 
 def _insert_json(con: duckdb.DuckDBPyConnection, path: Path) -> None:
-    """One pass over ``path``: parse each line, unnest its records, flatten, insert.
-
-    A line that is neither ``resourceLogs`` nor ``resourceMetrics`` fails the insert
-    (nothing is half-loaded: the caller names the line).  The file is read once: a
-    common table expression read twice (the check and the records) would parse every
-    line twice, or hold every parsed line in memory.
-    """
     resource = _flatten("rl.resource.attributes")
     record = _flatten("r.attributes")
     query = f"""
         INSERT INTO logs
+        WITH lines AS (SELECT resourceLogs, resourceMetrics FROM {_json_source(path)}),
+        bad AS (SELECT count(*) AS n FROM lines
+                WHERE resourceLogs IS NULL AND resourceMetrics IS NULL),
+        rls AS (SELECT unnest(resourceLogs) AS rl FROM lines WHERE resourceLogs IS NOT NULL),
+        res AS (SELECT {resource} AS ra, unnest(rl.scopeLogs) AS sl FROM rls),
+        recs AS (SELECT ra, unnest(sl.logRecords) AS r FROM res)
         SELECT make_timestamp(CAST(CAST(r.timeUnixNano AS HUGEINT) // 1000 AS BIGINT)),
                r.eventName, ra, {record}
-        FROM (SELECT ra, unnest(sl.logRecords) AS r
-              FROM (SELECT {resource} AS ra, unnest(rl.scopeLogs) AS sl
-                    FROM (SELECT unnest(CASE
-                              WHEN resourceLogs IS NULL AND resourceMetrics IS NULL
-                              THEN error('not an OTLP JSON request')
-                              ELSE resourceLogs END) AS rl
-                          FROM {_json_source(path)})))
+        FROM recs, bad
+        WHERE CASE WHEN bad.n > 0 THEN error('not an OTLP JSON request') ELSE true END
     """
     con.execute(query)
 
