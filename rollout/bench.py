@@ -100,18 +100,22 @@ from pathlib import Path
 from tool_failure_guard.rollout import check, gates, load, otel_logs
 from tool_failure_guard.rollout.engine import DuckDBEngine
 import duckdb
+try:
+    from tool_failure_guard.rollout import spill
+except ImportError:  # a --baseline checkout from before the spill directory
+    spill = None
 start = time.perf_counter()
 files = [Path(p) for p in sys.argv[2:]]
 out = {}
 if sys.argv[1] == "scan":
-    con = duckdb.connect()
-    con.execute("SET enable_progress_bar = false")
+    con = spill.connect()
     source = " UNION ALL ".join(
         f"SELECT resourceLogs FROM {load._json_source(p)}" for p in files)
     n = con.execute(
         "SELECT sum(len(s.logRecords)) FROM (SELECT unnest(rl.scopeLogs) AS s FROM "
         f"(SELECT unnest(resourceLogs) AS rl FROM ({source})))").fetchone()[0]
     out = {"records": int(n)}
+    spill.close(con)
 else:
     if sys.argv[1] == "duckdb":
         con = load.connect(files)  # OTLP JSON -> the logs table
@@ -125,7 +129,7 @@ else:
             parquet = Path(tmp) / "logs.parquet"
             con = load.connect(files)
             load.export_parquet(con, parquet)
-            con.close()
+            spill.close(con) if spill else con.close()
             executor = ChdbExecutor()
             executor.command(otel_logs.otel_logs_ddl())
             executor.command(
@@ -149,6 +153,8 @@ else:
         out["queries"] = engine.queries
         out["result_mb"] = round(engine.result_bytes / 1e6, 2)
 out["seconds"] = round(time.perf_counter() - start, 2)
+if sys.argv[1] != "scan":
+    engine.close()
 # VmHWM belongs to this process image (ru_maxrss would carry the parent's peak over fork).
 hwm = [l for l in open("/proc/self/status") if l.startswith("VmHWM:")]
 out["peak_rss_mb"] = round(int(hwm[0].split()[1]) / 1024 if hwm
@@ -208,7 +214,7 @@ def bench_analysis(
     prompts: int, *, clickhouse: bool = True, repeat: int = 3, baseline: Path | None = None
 ) -> dict[str, float]:
     """Load and analysis apart, per engine, ``repeat`` interleaved repetitions; medians."""
-    import duckdb
+    from tool_failure_guard.rollout import spill
 
     kinds = ["duckdb", *(["clickhouse", "clickhouse-tables"] if clickhouse else [])]
     codes: list[tuple[str, Path | None]] = [("", None)]
@@ -218,10 +224,9 @@ def bench_analysis(
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "big.jsonl"
         started = time.perf_counter()
-        con = duckdb.connect()
-        con.execute("SET enable_progress_bar = false")
+        con = spill.connect()
         con.execute(_GENERATE.format(owners=2000, prompts=prompts, path=path))
-        con.close()
+        spill.close(con)
         print(
             f"{prompts} prompts: generated {path.stat().st_size / 1e9:.2f} GB of OTLP JSON "
             f"lines in {time.perf_counter() - started:.1f} s"

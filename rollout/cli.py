@@ -3,7 +3,9 @@
 Exit 1 is a verdict ("may not advance") that automation acts on, so nothing
 but a verdict exits 1: input the analysis cannot conclude from (a missing
 Resource dimension, a mistyped field, no records, a wrong table, an
-unreachable server) exits 2 with a message naming it, and writes nothing.
+unreachable server) exits 2 with a message naming it, and writes nothing; an
+error of the analysis itself (a bug) exits 3, never 1 (Python's own exit
+status for an uncaught exception).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import json
 import sys
 from typing import Any
 
+from tool_failure_guard.redaction import redact_text
 from tool_failure_guard.rollout import (
     agents,
     assign,
@@ -33,10 +36,12 @@ from tool_failure_guard.rollout.engine import (
     InputError,
     redact,
 )
+from tool_failure_guard.rollout.errors import first_line
 
 EXIT_ADVANCE = 0
 EXIT_HOLD = 1
 EXIT_BAD_INPUT = 2
+EXIT_INTERNAL_ERROR = 3
 
 
 def _emit(args: argparse.Namespace, result: dict[str, Any], text: str) -> None:
@@ -71,7 +76,8 @@ def open_engine(args: argparse.Namespace) -> tuple[Engine, str]:
         return engine, f"{redact(args.clickhouse)} table {args.table}"
     if not args.files:
         raise InputError("no telemetry files given (or --clickhouse URL)")
-    return load.duckdb_engine(list(args.files), _filters(args)), ", ".join(map(str, args.files))
+    duck = load.duckdb_engine(list(args.files), _filters(args), temp_dir=args.temp_dir)
+    return duck, ", ".join(map(str, args.files))
 
 
 def analyse(
@@ -138,7 +144,8 @@ def _analyse(args: argparse.Namespace) -> int:
         finally:
             engine.close()
     except InputError as error:
-        print(f"tool-failure-guard rollout: bad input: {error}", file=sys.stderr)
+        message = output.escape_controls(str(error))
+        print(f"tool-failure-guard rollout: bad input: {message}", file=sys.stderr)
         return EXIT_BAD_INPUT
     if args.report:
         try:
@@ -159,7 +166,18 @@ def _analyse(args: argparse.Namespace) -> int:
 def run(args: argparse.Namespace) -> int:
     command = args.rollout_command
     if command in ("check", "gates"):
-        return _analyse(args)
+        try:
+            return _analyse(args)
+        except BrokenPipeError:  # the reader went away (`| head`): handled by the main CLI
+            raise
+        except Exception as error:  # a bug: say so, and never exit 1 (a verdict)
+            detail = output.escape_controls(redact_text(first_line(error)))
+            print(
+                f"tool-failure-guard rollout: internal error, no verdict: "
+                f"{type(error).__name__}: {detail}",
+                file=sys.stderr,
+            )
+            return EXIT_INTERNAL_ERROR
     if command == "assign":
         treated = assign.in_treatment(args.owner, args.percent, args.salt)
         result = {

@@ -6,7 +6,8 @@ the relations as tables once; :class:`ClickHouseEngine` renders every query
 for ClickHouse (:mod:`~tool_failure_guard.rollout.dialect`) with the relations as its common
 table expressions (each relation parsed and rendered once per engine, then reused),
 over the exporter's table, and hands the text to a thin
-"execute SQL, return rows" seam: :class:`ConnectExecutor` (``clickhouse-connect``
+"execute SQL, return rows" seam (:mod:`~tool_failure_guard.rollout.executors`):
+:class:`ConnectExecutor` (``clickhouse-connect``
 against a server, the production path) or :class:`ChdbExecutor` (``chdb``,
 ClickHouse in-process, for the tests).  Nothing is created on the server.
 
@@ -23,9 +24,8 @@ from __future__ import annotations
 
 import abc
 import datetime
-import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -33,43 +33,62 @@ import sqlglot
 from sqlglot import exp
 
 from tool_failure_guard.rollout import dialect, sql
+from tool_failure_guard.rollout.errors import (
+    EngineError,
+    InputError,
+    MalformedNumbers,
+    Row,
+    first_line,
+)
+from tool_failure_guard.rollout.executors import ChdbExecutor, ConnectExecutor, redact
+from tool_failure_guard.rollout.options import instant_problem
 
-Row = tuple[Any, ...]
+__all__ = [
+    "ChdbExecutor",
+    "ClickHouseEngine",
+    "ConnectExecutor",
+    "DuckDBEngine",
+    "Engine",
+    "EngineError",
+    "Execute",
+    "Filters",
+    "InputError",
+    "MalformedNumbers",
+    "Row",
+    "redact",
+]
+
+
+_MAP_TYPE = re.compile(r"Map\((String|LowCardinality\(String\)), String\)$")
 _TABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?")
 #: The seam: one SQL text in, its rows out (raises :class:`EngineError`).
 Execute = Callable[[str], list[Row]]
-
-
-class InputError(ValueError):
-    """The telemetry cannot be analysed; the message names the source (file and line, table)."""
-
-
-class MalformedNumbers(InputError):
-    """Some count fields are not decimal counts: (event, field, count, example) rows."""
-
-    def __init__(self, rows: list[Row]) -> None:
-        event, field, count, example = rows[0]
-        super().__init__(
-            f"{int(count)} {event} record(s) carry a {field} that is not a decimal count "
-            f"(first prompt id {example or '-'})"
-        )
-        self.rows = rows
-
-
-class EngineError(InputError):
-    """The engine cannot be reached, or rejected a query; the message says which."""
 
 
 def _literal(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
 
+def _utc(moment: datetime.datetime | None) -> datetime.datetime | None:
+    if moment is None:
+        return None
+    moment = moment if moment.tzinfo else moment.replace(tzinfo=datetime.UTC)
+    problem = instant_problem(moment)
+    if problem:
+        raise InputError(problem)
+    return moment
+
+
 @attrs.frozen(kw_only=True)
 class Filters:
-    """Which records the analysis reads: ``[since, until)`` (UTC), environments, versions."""
+    """Which records the analysis reads: ``[since, until)`` (UTC), environments, versions.
 
-    since: datetime.datetime | None = None
-    until: datetime.datetime | None = None
+    A bound without a time zone is UTC; one outside what both engines compare alike
+    (:func:`~tool_failure_guard.rollout.options.instant_problem`) is an :class:`InputError`.
+    """
+
+    since: datetime.datetime | None = attrs.field(default=None, converter=_utc)
+    until: datetime.datetime | None = attrs.field(default=None, converter=_utc)
     environments: tuple[str, ...] = ()
     service_versions: tuple[str, ...] = ()
 
@@ -130,15 +149,13 @@ class DuckDBEngine(Engine):
         try:
             return [tuple(r) for r in self.con.execute(query).fetchall()]
         except duckdb.Error as error:
-            raise EngineError(f"DuckDB: {_first_line(error)}") from error
+            raise EngineError(f"DuckDB: {first_line(error)}") from error
 
     def close(self) -> None:
-        self.con.close()
+        """Close the connection and remove its private spill directory, if it has one."""
+        from tool_failure_guard.rollout import spill
 
-
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__
+        spill.close(self.con)
 
 
 class ClickHouseEngine(Engine):
@@ -174,6 +191,7 @@ class ClickHouseEngine(Engine):
                 f"table {table} is not the exporter's otel_logs table "
                 f"(no column {', '.join(missing)})"
             )
+        _refuse_unsupported_schema(table, columns)
         self.has_event_name = "EventName" in columns
         self._relations = [
             (name, body.replace("{filters}", self._pushdown(filters or Filters(), columns)))
@@ -203,18 +221,19 @@ class ClickHouseEngine(Engine):
             self._execute(f"CREATE TEMPORARY TABLE {name} AS {self.render(body)}")
             self._tables.append(name)
 
-    def _columns(self, table: str) -> set[str]:
+    def _columns(self, table: str) -> dict[str, str]:
+        """The table's columns: name -> ClickHouse type."""
         database, _, name = table.rpartition(".")
         where = f"table = {_literal(name)} AND database = " + (
             _literal(database) if database else "currentDatabase()"
         )
-        rows = self._execute(f"SELECT name FROM system.columns WHERE {where}")
+        rows = self._execute(f"SELECT name, type FROM system.columns WHERE {where}")
         if not rows:
             raise EngineError(f"no table {table} on the ClickHouse server")
-        return {str(r[0]) for r in rows}
+        return {str(r[0]): str(r[1]) for r in rows}
 
     @staticmethod
-    def _pushdown(filters: Filters, columns: set[str]) -> str:
+    def _pushdown(filters: Filters, columns: Mapping[str, str]) -> str:
         text = filters.sql()
         if "TimestampTime" in columns:
             # The exporter partitions by toDate(TimestampTime): a bound on it prunes parts.
@@ -271,6 +290,25 @@ def _reads(relations: Sequence[tuple[str, str]]) -> dict[str, frozenset[str]]:
     }
 
 
+def _refuse_unsupported_schema(table: str, columns: Mapping[str, str]) -> None:
+    """The attribute columns must be maps; the exporter's JSON schema is named as such."""
+    for column in ("ResourceAttributes", "LogAttributes"):
+        kind = columns[column]
+        if _MAP_TYPE.match(kind):
+            continue
+        if kind.startswith(("JSON", "Object(")):
+            raise EngineError(
+                f"table {table} has the ClickHouse exporter's JSON schema ({column} is "
+                f"{kind}, the exporter's json: true), which the analysis does not read; it "
+                "reads the exporter's default schema, attributes as Map(LowCardinality(String), "
+                "String) (json: false), or exported files"
+            )
+        raise EngineError(
+            f"table {table}: {column} is {kind}, not the exporter's "
+            "Map(LowCardinality(String), String)"
+        )
+
+
 def _closure(
     used: set[str], reads: dict[str, frozenset[str]], present: set[str] | None = None
 ) -> set[str]:
@@ -285,81 +323,3 @@ def _closure(
         needed.add(name)
         pending.extend(t for t in reads[name] if t not in needed and t not in skip)
     return needed
-
-
-# -- the seam: execute SQL, return rows -------------------------------------------------
-
-
-class ChdbExecutor:
-    """ClickHouse in-process (``chdb``): a session whose tables the tests fill."""
-
-    def __init__(self, path: str | None = None) -> None:
-        from chdb import session
-
-        self.session: Any = session.Session(path) if path else session.Session()  # type: ignore[no-untyped-call]
-
-    def __call__(self, text: str) -> list[Row]:
-        try:
-            result = self.session.query(text, "JSONCompact")
-        except Exception as error:  # chdb raises its own error types
-            raise EngineError(f"ClickHouse (chdb): {_first_line(error)}") from error
-        data = result.bytes()
-        if not data:
-            return []
-        return [tuple(r) for r in json.loads(data)["data"]]
-
-    def command(self, text: str) -> None:
-        try:
-            self.session.query(text)
-        except Exception as error:
-            raise EngineError(f"ClickHouse (chdb): {_first_line(error)}") from error
-
-    def close(self) -> None:
-        self.session.close()
-
-
-class ConnectExecutor:
-    """A ClickHouse server through ``clickhouse-connect`` (HTTP), the production path."""
-
-    def __init__(self, url: str, *, connect_timeout: float = 10.0, query_timeout: float = 600.0):
-        import clickhouse_connect
-        from clickhouse_connect.driver.exceptions import ClickHouseError
-
-        self._error = ClickHouseError
-        try:
-            self.client = clickhouse_connect.get_client(
-                dsn=url,
-                compress=False,
-                connect_timeout=connect_timeout,
-                send_receive_timeout=query_timeout,
-                autogenerate_session_id=False,
-            )
-        except ClickHouseError as error:
-            raise EngineError(
-                f"cannot reach ClickHouse at {redact(url)}: {_first_line(error)}"
-            ) from error
-        except Exception as error:  # a bad URL, DNS, TLS: all "cannot reach"
-            raise EngineError(
-                f"cannot reach ClickHouse at {redact(url)}: {_first_line(error)}"
-            ) from error
-        self.url = url
-
-    def __call__(self, text: str) -> list[Row]:
-        try:
-            return [tuple(r) for r in self.client.query(text).result_rows]
-        except self._error as error:
-            raise EngineError(f"ClickHouse at {redact(self.url)}: {_first_line(error)}") from error
-
-    def close(self) -> None:
-        self.client.close()
-
-
-def redact(url: str) -> str:
-    """``url`` without a password (``user:***@host``)."""
-    from urllib.parse import urlsplit, urlunsplit
-
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = f"{parts.username}:***@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit(parts._replace(netloc=netloc))

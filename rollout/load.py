@@ -30,7 +30,7 @@ from typing import Any
 
 import duckdb
 
-from tool_failure_guard.rollout import queries, qwen_code, sql
+from tool_failure_guard.rollout import queries, qwen_code, spill, sql
 from tool_failure_guard.rollout.engine import DuckDBEngine, Filters, InputError, MalformedNumbers
 
 #: Larger than any line the file exporter writes for one export batch.
@@ -227,12 +227,26 @@ def _insert_parquet(con: duckdb.DuckDBPyConnection, path: Path) -> None:
     )
 
 
-def connect(paths: Sequence[Path], *, memory_limit: str = "1500MB") -> duckdb.DuckDBPyConnection:
-    """A DuckDB connection holding ``logs``, filled from ``paths`` (nothing else yet)."""
+def connect(
+    paths: Sequence[Path], *, memory_limit: str = "1500MB", temp_dir: Path | None = None
+) -> duckdb.DuckDBPyConnection:
+    """A DuckDB connection holding ``logs``, filled from ``paths`` (nothing else yet).
+
+    It spills into a private directory under ``temp_dir`` or the system temporary
+    directory; :func:`~tool_failure_guard.rollout.spill.close` closes it and removes that.
+    """
     if not paths:
         raise InputError("no telemetry files given")
-    con = duckdb.connect(config={"memory_limit": memory_limit})
-    con.execute("SET enable_progress_bar = false")
+    con = spill.connect(temp_dir=temp_dir, memory_limit=memory_limit)
+    try:
+        _fill(con, paths)
+    except BaseException:
+        spill.close(con)
+        raise
+    return con
+
+
+def _fill(con: duckdb.DuckDBPyConnection, paths: Sequence[Path]) -> None:
     con.execute(sql.LOGS_TABLE)
     for path in paths:
         if not path.is_file():
@@ -254,18 +268,23 @@ def connect(paths: Sequence[Path], *, memory_limit: str = "1500MB") -> duckdb.Du
             )
             first = str(error).strip().splitlines()[0] if str(error).strip() else ""
             raise InputError(located or f"{path}: unreadable telemetry ({first})") from error
-    return con
 
 
 def duckdb_engine(
-    paths: Sequence[Path], filters: Filters | None = None, *, memory_limit: str = "1500MB"
+    paths: Sequence[Path],
+    filters: Filters | None = None,
+    *,
+    memory_limit: str = "1500MB",
+    temp_dir: Path | None = None,
 ) -> DuckDBEngine:
     """The analysis engine over ``paths``; a mistyped count is named by file and line."""
-    con = connect(paths, memory_limit=memory_limit)
+    con = connect(paths, memory_limit=memory_limit, temp_dir=temp_dir)
     try:
         return DuckDBEngine(con, filters)
-    except MalformedNumbers as error:
-        con.close()
+    except BaseException as error:
+        spill.close(con)
+        if not isinstance(error, MalformedNumbers):
+            raise
         for path in paths:
             located = None if path.suffix == ".parquet" else _first_bad_line(path)
             if located:

@@ -6,6 +6,25 @@ import argparse
 import datetime
 from pathlib import Path
 
+#: The instants ``--since``/``--until`` may name: those both engines compare with a
+#: record's time stamp alike (ClickHouse's ``DateTime64(9)`` holds 1900-01-01 ..
+#: 2262-04-11; a bound past them overflows there, so both engines refuse it).
+EARLIEST = datetime.datetime(1900, 1, 1, tzinfo=datetime.UTC)
+LATEST = datetime.datetime(2262, 4, 11, tzinfo=datetime.UTC)
+
+
+def instant_problem(moment: datetime.datetime) -> str | None:
+    """Why ``moment`` (time zone aware) cannot bound the records, or None."""
+    try:
+        if EARLIEST <= moment <= LATEST:
+            return None
+    except OverflowError:  # an offset that pushes it past datetime's own range
+        pass
+    return (
+        f"{moment.isoformat()} is outside the time stamps telemetry can hold "
+        f"({EARLIEST.date()} .. {LATEST.date()}, UTC)"
+    )
+
 
 def _instant(value: str) -> datetime.datetime:
     """An ISO 8601 date or date-time; UTC unless it names an offset."""
@@ -16,7 +35,11 @@ def _instant(value: str) -> datetime.datetime:
             f"{value!r} is not an ISO 8601 date or date-time (e.g. 2026-11-01 or "
             "2026-11-01T08:00:00Z)"
         ) from None
-    return moment if moment.tzinfo else moment.replace(tzinfo=datetime.UTC)
+    moment = moment if moment.tzinfo else moment.replace(tzinfo=datetime.UTC)
+    problem = instant_problem(moment)
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
+    return moment
 
 
 def _percent(value: str) -> float:
@@ -75,6 +98,13 @@ def _analysis(parser: argparse.ArgumentParser) -> None:
         choices=("tool-failure-guard", "qwen-code"),
         help="whose records to analyse: this project's agent or Qwen Code's own telemetry "
         "(default: whichever the input holds; an input holding both needs this)",
+    )
+    parser.add_argument(
+        "--temp-dir",
+        type=Path,
+        metavar="DIR",
+        help="DuckDB spills into a private directory under DIR, removed when the run ends "
+        "(default: the system temporary directory, $TMPDIR or /tmp)",
     )
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.add_argument(

@@ -2,6 +2,13 @@
 
 The report is written into a temporary directory beside the target and renamed
 into place, so a failed run never leaves half a report.
+
+Strings from telemetry (environments, versions, example prompt ids) are written
+by fleet members, so the terminal text shows their control characters escaped
+(:func:`displayable`, :func:`escape_controls`: ``ESC`` as ``\\x1b``, a newline
+as ``\\n``): nothing a record holds can move the cursor, recolour or retitle an
+operator's terminal, or forge a line of the table. ``--json`` and the report's
+``result.json`` stay exact.
 """
 
 from __future__ import annotations
@@ -10,10 +17,38 @@ import base64
 import html
 import io
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
+
+#: C0 and C1 controls, DEL, and the Unicode line separators and bidirectional controls.
+_CONTROL = re.compile(
+    r"[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]"
+)
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match[0])
+    named = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}.get(match[0])
+    return named or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+
+
+def escape_controls(text: str) -> str:
+    """``text`` with every control character (newlines too) written as an escape."""
+    return _CONTROL.sub(_escape, text)
+
+
+def displayable(value: Any) -> Any:
+    """A copy of a result with :func:`escape_controls` applied to every string in it."""
+    if isinstance(value, str):
+        return escape_controls(value)
+    if isinstance(value, dict):
+        return {displayable(k): displayable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [displayable(v) for v in value]
+    return value
 
 
 def _pct(value: float | None) -> str:
@@ -31,6 +66,7 @@ def _num(value: Any) -> str:
 
 
 def check_table(result: dict[str, Any]) -> str:
+    result = displayable(result)
     lines = []
     for env, e in result["environments"].items():
         lines.append(
@@ -110,6 +146,7 @@ def _cohort_lines(label: str, e: dict[str, Any]) -> list[str]:
 
 
 def gates_table(result: dict[str, Any]) -> str:
+    result = displayable(result)
     phase = result.get("phase", "enforce")
     lines = [f"phase {phase}: {result.get('comparison', '')}"]
     for env, e in result["environments"].items():
@@ -159,7 +196,7 @@ def forest_plot(result: dict[str, Any]) -> Any:
         ax.plot([g["estimate"]], [0], "o", color="black", markersize=5)
         for margin in margins:
             ax.axvline(margin, color="grey", linestyle="--", linewidth=1)
-        ax.set_yticks([0], [f"{env}: {g['gate']}"])
+        ax.set_yticks([0], [f"{escape_controls(env)}: {g['gate']}"])
         ax.set_ylim(-1, 1)
         ax.tick_params(axis="x", labelsize=7)
         ax.text(1.01, 0.5, g["verdict"], transform=ax.transAxes, va="center", fontsize=8)
@@ -185,7 +222,7 @@ def daily_plot(daily: list[tuple[str, str, float, float, float]]) -> Any:
         days = [r[1][5:] for r in rows]
         for index, label in ((2, "would_warn"), (3, "would_stop"), (4, "stop")):
             ax.plot(days, [100 * r[index] for r in rows], marker="o", label=label)
-        ax.set_title(f"{env}: daily rates per supported-host prompt")
+        ax.set_title(f"{escape_controls(env)}: daily rates per supported-host prompt")
         ax.set_ylabel("% of prompts")
         ax.legend()
     figure.tight_layout()

@@ -1,24 +1,23 @@
 """Credentials embedded in a URL never reach an error or a log line.
 
 A model endpoint may carry its credentials in the URL itself
-(``https://user:secret@gateway/v1``).  :func:`redact_url` replaces the user
-information of every URL in a text with ``***``; the provider's error texts
-pass through it, and :class:`RedactingFilter`, installed on the agent's log
-handler, applies it to every log record (the HTTP client's own request lines
-included).
+(``https://user:secret@gateway/v1``, ``…/v1?api_key=…``).  :func:`redact_url`
+masks the credentials of every URL in a text (the host-neutral
+:func:`tool_failure_guard.redaction.redact_text`, which the rollout analysis
+uses too); the provider's error texts pass through it, and
+:class:`RedactingFilter`, installed on the agent's log handler, applies it to
+every log record (the HTTP client's own request lines included).
 """
 
 from __future__ import annotations
 
 import logging
-import re
 
-_URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/?#@\s]*@")
+from tool_failure_guard.redaction import redact_text
 
-
-def redact_url(text: str) -> str:
-    """``text`` with the credentials of every URL in it (``user:secret@``) replaced."""
-    return _URL_USERINFO.sub(r"\g<scheme>***@", text)
+#: ``text`` with the credentials of every URL in it masked (user information,
+#: credential-like query parameters): :func:`tool_failure_guard.redaction.redact_text`.
+redact_url = redact_text
 
 
 class RedactingFilter(logging.Filter):
