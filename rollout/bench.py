@@ -4,23 +4,33 @@ Prints numbers, asserts nothing about time (machines here are shared):
 
 1. ``simulate``: a fleet through the real guarded session (default 2,000
    owners × 7 days, ≈100k prompts) with two worker processes; target ≤ 5 min.
-2. ``check`` + ``gates`` over ≥ 1M prompts (≥ 5M log records) of OTLP JSON
-   lines, generated synthetically by DuckDB in a temporary directory (the
-   same record shapes the sink writes); target ≤ 60 s and ≤ 2 GB resident.
-   Reported beside the time DuckDB needs merely to scan the same files
-   (read every record and count them), and beside the same analysis on the
-   ClickHouse engine (chdb in-process, the records in an ``otel_logs`` table
-   with the exporter's schema), with its queries and result bytes.  Each measurement runs in its own
-   process and reports its own peak RSS (``VmHWM``).
+2. ``check`` + ``gates`` over 100k and 1M prompts (``--prompts 100000,1000000``;
+   ≈5.5 log records per prompt) of OTLP JSON lines, generated synthetically by
+   DuckDB in a temporary directory (the same record shapes the sink writes);
+   target ≤ 60 s and ≤ 2 GB resident at 1M.  Load (OTLP JSON -> DuckDB's
+   ``logs``; for chdb, DuckDB -> Parquet -> ``otel_logs``) and analysis (the
+   relations and every query of ``check`` + ``gates``) are timed apart, on
+   DuckDB and on ClickHouse (chdb in-process: ``clickhouse`` with the relations
+   inlined in every query, as on a server; ``clickhouse-tables`` with them as the
+   session's temporary tables), ``--repeat`` times interleaved
+   (the order rotating); each figure is the median with its min-max spread, and
+   chdb / DuckDB is the ratio of analysis times within one repetition.  Beside
+   them: the time DuckDB needs merely to scan the files, and how each median grows
+   from the first size to the next.  ``--baseline DIR`` runs another checkout's
+   code interleaved beside this one (its load and analysis ratios are printed).
+   Each measurement runs in its own process and reports its own peak RSS (``VmHWM``).
 
-Usage: ``python -m tool_failure_guard.rollout.bench [--owners N] [--prompts N] [--skip-simulate]``.
+Usage: ``python -m tool_failure_guard.rollout.bench [--prompts N,M] [--repeat K]
+[--baseline DIR] [--skip-simulate] [--skip-clickhouse]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -87,9 +97,16 @@ FROM records GROUP BY owner, day, n // 200
 _ANALYSE = """
 import json, resource, sys, tempfile, time
 from pathlib import Path
-from tool_failure_guard.rollout import check, gates, load, otel_logs, spill
+from tool_failure_guard.rollout import check, gates, load, otel_logs
+from tool_failure_guard.rollout.engine import DuckDBEngine
+import duckdb
+try:
+    from tool_failure_guard.rollout import spill
+except ImportError:  # a --baseline checkout from before the spill directory
+    spill = None
 start = time.perf_counter()
 files = [Path(p) for p in sys.argv[2:]]
+out = {}
 if sys.argv[1] == "scan":
     con = spill.connect()
     source = " UNION ALL ".join(
@@ -101,7 +118,10 @@ if sys.argv[1] == "scan":
     spill.close(con)
 else:
     if sys.argv[1] == "duckdb":
-        engine = load.duckdb_engine(files)
+        con = load.connect(files)  # OTLP JSON -> the logs table
+        out["load_seconds"] = round(time.perf_counter() - start, 2)
+        start = time.perf_counter()
+        engine = DuckDBEngine(con)  # the relations, materialised: part of the analysis
     else:
         # The same records in a chdb table with the exporter's schema (via Parquet).
         from tool_failure_guard.rollout.engine import ChdbExecutor, ClickHouseEngine
@@ -109,30 +129,32 @@ else:
             parquet = Path(tmp) / "logs.parquet"
             con = load.connect(files)
             load.export_parquet(con, parquet)
-            spill.close(con)
+            spill.close(con) if spill else con.close()
             executor = ChdbExecutor()
             executor.command(otel_logs.otel_logs_ddl())
             executor.command(
                 "INSERT INTO otel_logs (Timestamp, EventName, ResourceAttributes, LogAttributes) "
                 f"SELECT Timestamp, EventName, ResourceAttributes, LogAttributes "
                 f"FROM file('{parquet}', Parquet)")
-        loaded = time.perf_counter() - start
+        out["load_seconds"] = round(time.perf_counter() - start, 2)
         start = time.perf_counter()
-        engine = ClickHouseEngine(executor)
+        if sys.argv[1] == "clickhouse-tables":  # the relations as the session's tables
+            engine = ClickHouseEngine(executor, session_tables=True)
+        else:  # as on a server: the relations inlined in every query
+            engine = ClickHouseEngine(executor)
     resource = check.preflight(engine, "bench")
     checked = check.check(engine, resource)
     judged = gates.gates(engine, checked)
-    out = {"prompts": sum(e["supported_prompts"] + e["prompt_only_prompts"]
-                          + e["unsupported_host_prompts"] + e["off_prompts"]
-                          for e in checked["environments"].values()),
-           "may_advance": [checked["may_advance"], judged["may_advance"]]}
-    if sys.argv[1] == "clickhouse":
-        out["load_seconds"] = round(loaded, 1)
+    out["prompts"] = sum(e["supported_prompts"] + e["prompt_only_prompts"]
+                         + e["unsupported_host_prompts"] + e["off_prompts"]
+                         for e in checked["environments"].values())
+    out["may_advance"] = [checked["may_advance"], judged["may_advance"]]
+    if sys.argv[1].startswith("clickhouse"):
         out["queries"] = engine.queries
         out["result_mb"] = round(engine.result_bytes / 1e6, 2)
-        out["owners"] = engine.rows("SELECT count(DISTINCT owner) FROM prompts")[0][0]
+out["seconds"] = round(time.perf_counter() - start, 2)
+if sys.argv[1] != "scan":
     engine.close()
-out["seconds"] = round(time.perf_counter() - start, 1)
 # VmHWM belongs to this process image (ru_maxrss would carry the parent's peak over fork).
 hwm = [l for l in open("/proc/self/status") if l.startswith("VmHWM:")]
 out["peak_rss_mb"] = round(int(hwm[0].split()[1]) / 1024 if hwm
@@ -140,19 +162,37 @@ out["peak_rss_mb"] = round(int(hwm[0].split()[1]) / 1024 if hwm
 print("RESULT " + json.dumps(out))
 """
 
+Result = dict[str, object]
 
-def _child(kind: str, files: list[Path]) -> dict[str, object]:
+
+def _child(kind: str, files: list[Path], code: Path | None = None) -> Result:
+    """Run one measurement in a fresh process (``code``: import the project from there)."""
+    env = dict(os.environ)
+    if code is not None:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(code), env.get("PYTHONPATH")]))
     done = subprocess.run(
         [sys.executable, "-c", _ANALYSE, kind, *map(str, files)],
         capture_output=True,
         text=True,
+        env=env,
     )
     if done.returncode != 0:
         tail = done.stderr.strip().splitlines()[-1:] or ["(no output)"]
         return {"failed": f"exit {done.returncode}: {tail[0]}"}
     line = next(x for x in reversed(done.stdout.splitlines()) if x.startswith("RESULT "))
-    result: dict[str, object] = json.loads(line[len("RESULT ") :])
+    result: Result = json.loads(line[len("RESULT ") :])
     return result
+
+
+def _spread(values: list[float]) -> str:
+    """``median (min–max, n)`` of ``values``."""
+    if not values:
+        return "-"
+    return f"{statistics.median(values):.2f} ({min(values):.2f}-{max(values):.2f}, n={len(values)})"
+
+
+def _numbers(runs: list[Result], key: str) -> list[float]:
+    return [float(str(r[key])) for r in runs if key in r]
 
 
 def bench_simulate(owners: int, workers: int) -> None:
@@ -170,9 +210,17 @@ def bench_simulate(owners: int, workers: int) -> None:
     )
 
 
-def bench_analysis(prompts: int, *, clickhouse: bool = True) -> None:
+def bench_analysis(
+    prompts: int, *, clickhouse: bool = True, repeat: int = 3, baseline: Path | None = None
+) -> dict[str, float]:
+    """Load and analysis apart, per engine, ``repeat`` interleaved repetitions; medians."""
     from tool_failure_guard.rollout import spill
 
+    kinds = ["duckdb", *(["clickhouse", "clickhouse-tables"] if clickhouse else [])]
+    codes: list[tuple[str, Path | None]] = [("", None)]
+    if baseline is not None:
+        codes.append(("@baseline", baseline))
+    runs: dict[str, list[Result]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "big.jsonl"
         started = time.perf_counter()
@@ -180,29 +228,90 @@ def bench_analysis(prompts: int, *, clickhouse: bool = True) -> None:
         con.execute(_GENERATE.format(owners=2000, prompts=prompts, path=path))
         spill.close(con)
         print(
-            f"generated {path.stat().st_size / 1e9:.2f} GB of OTLP JSON lines "
-            f"in {time.perf_counter() - started:.1f} s"
+            f"{prompts} prompts: generated {path.stat().st_size / 1e9:.2f} GB of OTLP JSON "
+            f"lines in {time.perf_counter() - started:.1f} s"
         )
         scan = _child("scan", [path])
-        print(f"scan only: {scan}")
-        full = _child("duckdb", [path])
-        print(f"check + gates, DuckDB:     {full}  [targets <= 60 s, <= 2048 MB RSS]")
-        if clickhouse:
-            ch = _child("clickhouse", [path])
+        print(f"  scan only: {scan}")
+        order = [
+            (kind + label, kind, code)
+            for kind in kinds
+            for label, code in codes
+            if code is None or kind != "clickhouse-tables"  # new in this version
+        ]
+        for rep in range(repeat):
+            # Interleaved, the order rotating per repetition: a burst of load from other
+            # jobs lands on every side alike.
+            shift = rep % len(order)
+            for name, kind, code in order[shift:] + order[:shift]:
+                result = _child(kind, [path], code)
+                runs.setdefault(name, []).append(result)
+                print(f"  [{rep + 1}/{repeat}] {name}: {result}", flush=True)
+    summary: dict[str, float] = {}
+    print(f"  {prompts} prompts, median (min-max, n) over {repeat} interleaved repetitions:")
+    for name, results in runs.items():
+        loads, seconds = _numbers(results, "load_seconds"), _numbers(results, "seconds")
+        rss = _numbers(results, "peak_rss_mb")
+        print(
+            f"    {name:22} load {_spread(loads)} s   analysis {_spread(seconds)} s   "
+            f"peak RSS {_spread(rss)} MB"
+        )
+        if loads:
+            summary[f"{name} load"] = statistics.median(loads)
+        if seconds:
+            summary[f"{name} analysis"] = statistics.median(seconds)
+    for kind, label, code in [(k, la, c) for k in kinds[1:] for la, c in codes]:
+        ch, dd = runs.get(kind + label, []), runs.get("duckdb" + label, [])
+        ratios = [
+            float(str(c["seconds"])) / float(str(d["seconds"]))
+            for c, d in zip(ch, dd, strict=False)
+            if "seconds" in c and "seconds" in d
+        ]
+        if ratios:
             print(
-                f"check + gates, ClickHouse: {ch}  "
-                "(chdb in-process; load = DuckDB -> Parquet -> otel_logs)"
+                f"    analysis {kind}{label} / duckdb{label}: {_spread(ratios)}  [goal <= 1.5] "
+                f"{'' if code is None else f'(code from {code})'}"
             )
-    if "seconds" in scan and "seconds" in full:
-        ratio = float(str(full["seconds"])) / float(str(scan["seconds"]))
-        print(f"check + gates (DuckDB) take {ratio:.2f}x the time of the scan")
+    if baseline is not None:
+        new, old = runs.get("duckdb", []), runs.get("duckdb@baseline", [])
+        ratios = [
+            float(str(n["load_seconds"])) / float(str(o["load_seconds"]))
+            for n, o in zip(new, old, strict=False)
+            if "load_seconds" in n and "load_seconds" in o
+        ]
+        if ratios:
+            print(f"    DuckDB load, this code / baseline: {_spread(ratios)}  [goal <= 0.5]")
+    return summary
+
+
+def bench_growth(sizes: list[int], summaries: list[dict[str, float]]) -> None:
+    """How each median grows from the smallest size to each larger one."""
+    first = summaries[0]
+    for size, summary in zip(sizes[1:], summaries[1:], strict=True):
+        factor = size / sizes[0]
+        parts = [
+            f"{name} x{summary[name] / first[name]:.1f}"
+            for name in summary
+            if name in first and first[name] > 0
+        ]
+        print(f"growth {sizes[0]} -> {size} prompts (x{factor:g} the data): " + ", ".join(parts))
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tool_failure_guard.rollout.bench")
     parser.add_argument("--owners", type=int, default=2000)
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--prompts", type=int, default=1_000_000)
+    parser.add_argument(
+        "--prompts",
+        default="100000,1000000",
+        help="comma-separated fleet sizes; growth is reported against the first",
+    )
+    parser.add_argument("--repeat", type=int, default=3, help="interleaved repetitions per size")
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="a checkout of another version: its load and analysis run interleaved beside",
+    )
     parser.add_argument("--skip-simulate", action="store_true")
     parser.add_argument("--skip-analysis", action="store_true")
     parser.add_argument(
@@ -210,7 +319,18 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     if not args.skip_analysis:
-        bench_analysis(args.prompts, clickhouse=not args.skip_clickhouse)
+        sizes = [int(n) for n in str(args.prompts).split(",") if n.strip()]
+        summaries = [
+            bench_analysis(
+                n,
+                clickhouse=not args.skip_clickhouse,
+                repeat=max(1, args.repeat),
+                baseline=args.baseline if i == 0 else None,
+            )
+            for i, n in enumerate(sizes)
+        ]
+        if len(sizes) > 1:
+            bench_growth(sizes, summaries)
     if not args.skip_simulate:
         bench_simulate(args.owners, args.workers)
     _ = resource  # the children report their own RSS

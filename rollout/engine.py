@@ -4,11 +4,17 @@ An :class:`Engine` answers :meth:`Engine.rows` for a DuckDB-dialect query
 over the relations of :mod:`~tool_failure_guard.rollout.sql`.  :class:`DuckDBEngine` materialises
 the relations as tables once; :class:`ClickHouseEngine` renders every query
 for ClickHouse (:mod:`~tool_failure_guard.rollout.dialect`) with the relations as its common
-table expressions, over the exporter's table, and hands the text to a thin
+table expressions (each relation parsed and rendered once per engine, then reused),
+over the exporter's table, and hands the text to a thin
 "execute SQL, return rows" seam (:mod:`~tool_failure_guard.rollout.executors`):
 :class:`ConnectExecutor` (``clickhouse-connect``
 against a server, the production path) or :class:`ChdbExecutor` (``chdb``,
 ClickHouse in-process, for the tests).  Nothing is created on the server.
+
+Only with ``session_tables=True`` -- for chdb, whose session is this process's own
+ClickHouse, never a server -- are the relations materialised once as ``TEMPORARY``
+tables of that session (as DuckDB materialises them), read by every query instead
+of being recomputed per query, and dropped by :meth:`ClickHouseEngine.close`.
 
 A time window, environments and service versions are filters on the source
 table, pushed into every scan on both engines (:class:`Filters`).
@@ -164,7 +170,11 @@ class ClickHouseEngine(Engine):
         table: str = "otel_logs",
         filters: Filters | None = None,
         close: Callable[[], None] | None = None,
+        session_tables: bool = False,
     ) -> None:
+        """``session_tables``: materialise the relations as temporary tables of the
+        executor's own session (chdb in-process only, never a server: see the module's
+        docstring); :meth:`close` drops them."""
         if not _TABLE.fullmatch(table):
             raise EngineError(f"{table!r} is not a table name (NAME or DATABASE.NAME)")
         self._execute = execute
@@ -187,6 +197,29 @@ class ClickHouseEngine(Engine):
             (name, body.replace("{filters}", self._pushdown(filters or Filters(), columns)))
             for name, body in sql.RELATIONS
         ]
+        # Each relation is parsed and rendered for ClickHouse once per engine (not once
+        # per query): the queries then parse only their own, short text.
+        self._reads = _reads(self._relations)
+        self._rendered = {
+            name: dialect.to_clickhouse(body, table=self.table, has_event_name=self.has_event_name)
+            for name, body in self._relations
+        }
+        self._tables: list[str] = []
+        if session_tables:
+            self._materialise()
+
+    def _materialise(self) -> None:
+        from tool_failure_guard.rollout import queries
+
+        # The tables cast counts: with a value that is not one, stay with common table
+        # expressions and let the preflight name the bad input.
+        if self.rows(queries.malformed_numbers()):
+            return
+        for name, body in self._relations:
+            if name == "records":  # a projection of the source, read by the tables only
+                continue
+            self._execute(f"CREATE TEMPORARY TABLE {name} AS {self.render(body)}")
+            self._tables.append(name)
 
     def _columns(self, table: str) -> dict[str, str]:
         """The table's columns: name -> ClickHouse type."""
@@ -211,25 +244,27 @@ class ClickHouseEngine(Engine):
         return text
 
     def render(self, query: str) -> str:
-        """The ClickHouse text of ``query`` with the relations as common table expressions."""
+        """The ClickHouse text of ``query`` with the relations as common table expressions.
+
+        The query alone is parsed and rendered; each relation it needs (with those they
+        read in turn) is prepended as a ``WITH`` entry from the engine's cache, ahead of
+        the query's own common table expressions, in dependency order.
+        """
         tree = sqlglot.parse_one(query, read="duckdb")
         used = {t.name for t in tree.find_all(exp.Table)}
-        needed = _closure(used, self._relations)
+        needed = _closure(used - set(self._tables), self._reads, set(self._tables))
+        own = tree.args.get("with_") or tree.args.get("with")
+        text = dialect.to_clickhouse(query, table=self.table, has_event_name=self.has_event_name)
         ctes = [
-            exp.CTE(this=sqlglot.parse_one(body, read="duckdb"), alias=exp.to_identifier(name))
-            for name, body in self._relations
-            if name in needed
+            f"{name} AS ({self._rendered[name]})" for name, _ in self._relations if name in needed
         ]
-        existing = tree.args.get("with_") or tree.args.get("with")
-        if ctes:
-            own = list(existing.expressions) if existing else []
-            tree.set(
-                "with_" if "with_" in tree.arg_types else "with",
-                exp.With(expressions=[*ctes, *own]),
-            )
-        return dialect.to_clickhouse(
-            tree.sql(dialect="duckdb"), table=self.table, has_event_name=self.has_event_name
-        )
+        if not ctes:
+            return text
+        if own is None:
+            return f"WITH {', '.join(ctes)} {text}"
+        if not text.startswith("WITH "):  # pragma: no cover - sqlglot always leads with it
+            raise EngineError(f"cannot place the relations before {text[:40]!r}")
+        return f"WITH {', '.join(ctes)}, {text[len('WITH ') :]}"
 
     def rows(self, query: str) -> list[Row]:
         text = self.render(query)
@@ -239,8 +274,20 @@ class ClickHouseEngine(Engine):
         return result
 
     def close(self) -> None:
+        while self._tables:
+            self._execute(f"DROP TEMPORARY TABLE IF EXISTS {self._tables.pop()}")
         if self._close is not None:
             self._close()
+
+
+def _reads(relations: Sequence[tuple[str, str]]) -> dict[str, frozenset[str]]:
+    """For each relation, the other relations its body reads (parsed once)."""
+    names = {name for name, _ in relations}
+    return {
+        name: frozenset(t.name for t in sqlglot.parse_one(body, read="duckdb").find_all(exp.Table))
+        & names
+        for name, body in relations
+    }
 
 
 def _refuse_unsupported_schema(table: str, columns: Mapping[str, str]) -> None:
@@ -262,18 +309,17 @@ def _refuse_unsupported_schema(table: str, columns: Mapping[str, str]) -> None:
         )
 
 
-def _closure(used: set[str], relations: Sequence[tuple[str, str]]) -> set[str]:
-    """The relations ``used`` needs, with every relation they read in turn."""
-    bodies = dict(relations)
+def _closure(
+    used: set[str], reads: dict[str, frozenset[str]], present: set[str] | None = None
+) -> set[str]:
+    """The relations ``used`` needs, with every relation they read in turn (not ``present``)."""
     needed: set[str] = set()
-    pending = [name for name in used if name in bodies]
+    skip = present or set()
+    pending = [name for name in used if name in reads and name not in skip]
     while pending:
         name = pending.pop()
         if name in needed:
             continue
         needed.add(name)
-        tables = {
-            t.name for t in sqlglot.parse_one(bodies[name], read="duckdb").find_all(exp.Table)
-        }
-        pending.extend(t for t in tables if t in bodies and t not in needed)
+        pending.extend(t for t in reads[name] if t not in needed and t not in skip)
     return needed

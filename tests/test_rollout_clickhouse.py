@@ -112,6 +112,26 @@ def test_check_and_gates_on_clickhouse_equal_duckdb(
     assert all(g["estimate"] is not None for g in env["gates"][2:5])
 
 
+def test_relations_as_chdb_session_tables_give_the_same_gates_and_are_dropped(
+    chdb: ChdbExecutor,
+    enforce_results: tuple[dict[str, Any], dict[str, Any], ClickHouseEngine],
+) -> None:
+    """chdb only: the relations materialised once in the session, read by every query."""
+    expected, _, _ = enforce_results
+    engine = ClickHouseEngine(chdb, table="enforce", session_tables=True)
+    try:
+        temporary = {r[0] for r in chdb("SELECT name FROM system.tables WHERE is_temporary")}
+        assert {"prompts", "calls", "prompt_facts"} <= temporary and "records" not in temporary
+        assert " AS (" not in engine.render("SELECT count(*) FROM prompt_facts")
+        assert _run(engine, "enforce", "enforce") == expected
+    finally:
+        engine.close()
+    assert not chdb("SELECT name FROM system.tables WHERE is_temporary")
+    # Rendering without session tables is unchanged: every relation a query needs inline.
+    inline = ClickHouseEngine(chdb, table="enforce").render("SELECT count(*) FROM prompt_facts")
+    assert all(f"{name} AS (" in inline for name in ("records", "prompts", "prompt_facts"))
+
+
 def test_an_older_exporter_table_without_event_name_gives_the_same_check(
     chdb: ChdbExecutor, fleets: dict[str, list[Path]]
 ) -> None:
@@ -268,3 +288,41 @@ def test_hand_built_findings_are_the_same_on_both_engines(
     chdb.command(f"INSERT INTO mistyped FROM INFILE '{staged}' FORMAT JSONEachRow")
     with pytest.raises(InputError, match="tool_calls that is not a decimal count"):
         check.preflight(ClickHouseEngine(chdb, table="mistyped"), "mistyped")
+
+
+def test_a_cap_stop_below_the_cap_is_a_violation_under_either_loop_type_name(
+    chdb: ChdbExecutor, tmp_path: Path
+) -> None:
+    """A prompt stopped by the tool-call cap under it is ``protections_changed``; at it, not.
+
+    The cap's loop type is ``turn_tool_call_cap`` (the original's name) or the older
+    ``tool_call_cap``; both engines read either name alike.
+    """
+    rows: list[Any] = [
+        (
+            "prompt",
+            "o1",
+            records.prompt(
+                f"{name}-{where}########0",
+                "shadow",
+                calls,
+                stop_reason="max_turn_requests",
+                loop_type=name,
+                tool_call_cap="40",
+            ),
+        )
+        for name in ("turn_tool_call_cap", "tool_call_cap")
+        for where, calls in (("below", 12), ("at", 40))
+    ]
+    staged = tmp_path / "cap.jsonl"
+    staged.write_text("".join(json.dumps(r) + "\n" for r in records.otel_rows(rows)))
+    chdb.command(otel_logs.otel_logs_ddl("cap_stops"))
+    chdb.command(f"INSERT INTO cap_stops FROM INFILE '{staged}' FORMAT JSONEachRow")
+    for engine in (records.engine(rows), ClickHouseEngine(chdb, table="cap_stops")):
+        found = check.check(engine, check.preflight(engine, "cap"))["environments"]["internal"]
+        violation = found["invariants"]["protections_changed"]
+        assert violation["violations"] == 2, engine.name
+        assert violation["examples"] == [
+            "tool_call_cap-below########0",
+            "turn_tool_call_cap-below########0",
+        ], engine.name
