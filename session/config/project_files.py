@@ -23,11 +23,12 @@ bounded by :data:`READ_TIMEOUT_S`, so the event loop never waits on one.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import os
 import stat
 from collections.abc import Sequence
 from pathlib import Path
+
+from tool_failure_guard.worker_threads import WorkerThreads
 
 #: Bytes of one env or settings file read at most (a real one is a few KiB).
 MAX_SETTINGS_FILE_BYTES = 1024 * 1024
@@ -40,7 +41,7 @@ UNREADABLE = "unreadable"
 TIMED_OUT = "timed_out"
 
 #: The reads run here, never on the event loop (a stuck read keeps one thread, no more).
-_READS = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="settings-read")
+_READS = WorkerThreads(4, "settings-read")
 
 
 class SettingsFileRefused(Exception):
@@ -126,7 +127,7 @@ async def read_settings_files(
     loop = asyncio.get_running_loop()
 
     async def one(path: Path) -> bytes | SettingsFileRefused | None:
-        future = loop.run_in_executor(_READS, read_settings_file, path)
+        future = loop.run_in_executor(_READS.executor, read_settings_file, path)
         try:
             return await asyncio.wait_for(future, timeout)
         except TimeoutError:

@@ -23,7 +23,6 @@ sandbox (a command may still ``cd ..``), which is why it asks for permission.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import functools
 import math
 import os
@@ -44,6 +43,7 @@ from tool_failure_guard.session.tools.shell_output import (
     kill_process_group,
     process_slots,
 )
+from tool_failure_guard.worker_threads import WorkerThreads
 
 _T = TypeVar("_T")
 
@@ -149,7 +149,7 @@ def checked_path(args: Mapping[str, Any], key: str = "path") -> str:
 #: The file tools' worker thread: the event loop never waits on the file system.  One
 #: thread, so operations finish in the order they were started (a batch's calls settle
 #: in the same order on every run, as they did on the loop).
-_FILE_IO = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="file-tools")
+_FILE_IO = WorkerThreads(1, "file-tools")
 
 
 async def _file_access(work: Callable[..., _T], *args: Any) -> _T:
@@ -160,7 +160,7 @@ async def _file_access(work: Callable[..., _T], *args: Any) -> _T:
     """
     loop = asyncio.get_running_loop()
     try:
-        return await loop.run_in_executor(_FILE_IO, functools.partial(work, *args))
+        return await loop.run_in_executor(_FILE_IO.executor, functools.partial(work, *args))
     except fsaccess.FileAccessError as exc:
         raise ToolError(exc.error_type, str(exc)) from None
 

@@ -32,7 +32,6 @@ no later step can change them.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import enum
 import logging
@@ -52,6 +51,7 @@ from tool_failure_guard.session.tools.builtin import (
     check_arguments,
     schema_validator,
 )
+from tool_failure_guard.worker_threads import WorkerThreads
 
 __all__ = [  # FunctionCall and CallOutcome live in the core; re-exported for existing imports
     "MAX_RESPONSE_CHARS",
@@ -73,7 +73,7 @@ MCP_EXECUTION_ERROR_TYPES = frozenset(
 )
 _T = TypeVar("_T")
 #: Argument checks run here, never on the event loop (each bounded by its deadline).
-_CHECKS = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="argument-check")
+_CHECKS = WorkerThreads(4, "argument-check")
 
 #: Characters of tool output -- a result or an error message -- sent back to the model,
 #: shown to the client and stored.
@@ -164,7 +164,9 @@ class Executor:
             # Off the event loop (a schema's check is bounded, yet may take up to its
             # budget): session/cancel and the other sessions are served meanwhile.
             args = await race_cancel(
-                asyncio.get_running_loop().run_in_executor(_CHECKS, self.check, tool, call),
+                asyncio.get_running_loop().run_in_executor(
+                    _CHECKS.executor, self.check, tool, call
+                ),
                 cancelled,
             )
         except Cancelled:
