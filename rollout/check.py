@@ -21,6 +21,19 @@ SUPPORTED: Final = "drain"
 _EPOCH = datetime.date(1970, 1, 1)
 
 
+#: Per-environment volume fields of the drain cohort, as ``check`` reports them.
+VOLUME_FIELDS: Final = (
+    "would_warn",
+    "would_warn_rate",
+    "would_stop",
+    "would_stop_rate",
+    "stopped",
+    "stopped_rate",
+    "estimated_calls_saved",
+    "days_covered",
+)
+
+
 def day(number: Any) -> str | None:
     """An integer day number (days since 1970-01-01, UTC) as ``YYYY-MM-DD``."""
     if number is None:
@@ -146,19 +159,7 @@ def check(engine: Engine, resource: dict[str, int]) -> dict[str, Any]:
             "off_prompts": int(off or 0),
             "owners": int(owners),
             "modes": sorted(modes.get(env, [])),
-            **{
-                k: drain[k]
-                for k in (
-                    "would_warn",
-                    "would_warn_rate",
-                    "would_stop",
-                    "would_stop_rate",
-                    "stopped",
-                    "stopped_rate",
-                    "estimated_calls_saved",
-                    "days_covered",
-                )
-            },
+            **{k: drain[k] for k in VOLUME_FIELDS},
             "first_day": day(first),
             "last_day": day(last),
             "cohorts": {k: kinds[k] for k in sql.INPUT_BOUNDARIES if k in kinds},

@@ -47,7 +47,7 @@ def col(matrix: Array, name: str) -> Array:
     return matrix[:, _NAMES.index(name)]
 
 
-def _gate(
+def gate_row(
     name: str, kind: str, interval: Interval, margin: Any, verdict: Verdict, note: str = ""
 ) -> dict[str, Any]:
     def num(v: float) -> float | None:
@@ -75,7 +75,7 @@ def metric_gates(phase: str, t: Array, c: Array, latency: Interval) -> list[dict
     if phase == "enforce":
         completion = stats.difference_interval(*pair("completed", "n"))
         results.append(
-            _gate(
+            gate_row(
                 "completion",
                 "T − C (rate)",
                 completion,
@@ -86,7 +86,7 @@ def metric_gates(phase: str, t: Array, c: Array, latency: Interval) -> list[dict
     else:
         cancels = stats.difference_interval(*pair("cancelled", "n"))
         results.append(
-            _gate(
+            gate_row(
                 "cancel_rate",
                 "T − C (rate)",
                 cancels,
@@ -97,7 +97,7 @@ def metric_gates(phase: str, t: Array, c: Array, latency: Interval) -> list[dict
         )
     dor = stats.difference_interval(*pair("dor", "n"))
     results.append(
-        _gate(
+        gate_row(
             "disconnect_or_retry_10min",
             "T − C (rate)",
             dor,
@@ -106,7 +106,7 @@ def metric_gates(phase: str, t: Array, c: Array, latency: Interval) -> list[dict
         )
     )
     results.append(
-        _gate(
+        gate_row(
             "p95_latency",
             "T / C",
             latency,
@@ -117,7 +117,7 @@ def metric_gates(phase: str, t: Array, c: Array, latency: Interval) -> list[dict
     )
     tokens = stats.ratio_interval(*pair("tokens", "tokens_n"))
     results.append(
-        _gate(
+        gate_row(
             "mean_tokens",
             "T / C",
             tokens,
@@ -128,7 +128,7 @@ def metric_gates(phase: str, t: Array, c: Array, latency: Interval) -> list[dict
     )
     turns = stats.ratio_interval(*pair("turns", "n"))
     results.append(
-        _gate("mean_turns", "T / C", turns, 1.10, stats.upper_bound_verdict(turns, 1.10))
+        gate_row("mean_turns", "T / C", turns, 1.10, stats.upper_bound_verdict(turns, 1.10))
     )
     if phase != "enforce":
         return results
@@ -136,7 +136,7 @@ def metric_gates(phase: str, t: Array, c: Array, latency: Interval) -> list[dict
         (col(t, "stops"), col(t, "n")), (col(c, "would_stops"), col(c, "n"))
     )
     results.append(
-        _gate(
+        gate_row(
             "stopped_loop_rate",
             "T stops / C would_stops",
             stop_rate,
@@ -150,7 +150,7 @@ def metric_gates(phase: str, t: Array, c: Array, latency: Interval) -> list[dict
     )
     saved = saved_calls_estimate(t, c)
     results.append(
-        _gate(
+        gate_row(
             "saved_calls",
             "T calls/stop ÷ C calls/would_stop",
             where,

@@ -170,21 +170,7 @@ def check(
             "unknown_boundary_prompts": kinds.get("unknown", {}).get("prompts", 0),
             "guard_records_without_prompt_record": int(orphans.get(env, 0)),
             "modes": sorted(modes.get(env, [])),
-            **{
-                k: drain.get(k)
-                for k in (
-                    "would_warn",
-                    "would_warn_rate",
-                    "would_stop",
-                    "would_stop_rate",
-                    "stopped",
-                    "stopped_rate",
-                    "estimated_calls_saved",
-                    "days_covered",
-                    "first_day",
-                    "last_day",
-                )
-            },
+            **{k: drain.get(k) for k in (*checking.VOLUME_FIELDS, "first_day", "last_day")},
             "cohorts": kinds,
             "invariants": inv,
             "guard_counter": counter,

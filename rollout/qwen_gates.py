@@ -13,9 +13,8 @@ from typing import Any, Final
 import numpy as np
 
 from tool_failure_guard.rollout import queries, qwen_queries, stats
-from tool_failure_guard.rollout.metrics import ARMS, CONSISTENCY_BOUNDS
+from tool_failure_guard.rollout.metrics import ARMS, CONSISTENCY_BOUNDS, gate_row
 from tool_failure_guard.rollout.qwen_fleet import NOT_COMPUTABLE, PREFIX, Query
-from tool_failure_guard.rollout.stats import Interval
 
 _NO_OUTCOME = "no prompt outcome record (Qwen Code records no stop reason or prompt end)"
 #: Gates Qwen Code's records cannot decide, per phase: gate -> what is missing.
@@ -66,22 +65,6 @@ def _owner_sums(run: Query, modes: tuple[str, str]) -> dict[tuple[str, str], np.
     return {k: np.asarray(v, dtype=np.float64) for k, v in found.items()}
 
 
-def _gate(name: str, kind: str, interval: Interval, margin: Any, verdict: str) -> dict[str, Any]:
-    def num(v: float) -> float | None:
-        return v if np.isfinite(v) else None
-
-    return {
-        "gate": name,
-        "kind": kind,
-        "estimate": num(interval.estimate),
-        "low": num(interval.low),
-        "high": num(interval.high),
-        "margin": margin,
-        "verdict": verdict,
-        "note": "",
-    }
-
-
 def _missing(name: str, why: str) -> dict[str, Any]:
     return {
         "gate": name,
@@ -120,13 +103,11 @@ def gates(run: Query, checked: dict[str, Any], *, phase: str = "enforce") -> dic
         results = [_missing(n, why) for n, why in GATES_NOT_COMPUTABLE[phase].items()]
         tokens = stats.ratio_interval(*pair(t, c, "tokens", "tokens_n"))
         results.append(
-            _gate(
-                "mean_tokens", "T / C", tokens, 1.10, stats.upper_bound_verdict(tokens, 1.10).value
-            )
+            gate_row("mean_tokens", "T / C", tokens, 1.10, stats.upper_bound_verdict(tokens, 1.10))
         )
         turns = stats.ratio_interval(*pair(t, c, "turns", "n"))
         results.append(
-            _gate("mean_turns", "T / C", turns, 1.10, stats.upper_bound_verdict(turns, 1.10).value)
+            gate_row("mean_turns", "T / C", turns, 1.10, stats.upper_bound_verdict(turns, 1.10))
         )
         if phase == "enforce":
             rate = stats.ratio_interval(
@@ -134,12 +115,12 @@ def gates(run: Query, checked: dict[str, Any], *, phase: str = "enforce") -> dic
                 (c[:, _NAMES.index("would_stops")], c[:, 0]),
             )
             results.append(
-                _gate(
+                gate_row(
                     "stopped_loop_rate",
                     "T stops / C would_stops",
                     rate,
                     list(CONSISTENCY_BOUNDS),
-                    stats.equivalence_verdict(rate, *CONSISTENCY_BOUNDS).value,
+                    stats.equivalence_verdict(rate, *CONSISTENCY_BOUNDS),
                 )
             )
             where = stats.ratio_interval(
@@ -147,12 +128,12 @@ def gates(run: Query, checked: dict[str, Any], *, phase: str = "enforce") -> dic
                 pair(t, c, "calls_to_would_stop", "would_stops")[1],
             )
             results.append(
-                _gate(
+                gate_row(
                     "saved_calls",
                     "T calls/stop ÷ C calls/would_stop",
                     where,
                     list(CONSISTENCY_BOUNDS),
-                    stats.equivalence_verdict(where, *CONSISTENCY_BOUNDS).value,
+                    stats.equivalence_verdict(where, *CONSISTENCY_BOUNDS),
                 )
             )
             bad = malformed.get(env, ["0"])
