@@ -1,0 +1,171 @@
+"""What every adapter offers alike: the typed stop, the run's report, the stop behaviour.
+
+A developer who moves an agent from one framework to another keeps the same
+vocabulary: ``stop_of(result)`` and ``report_of(result)`` answer with the
+values below in all three adapters, every adapter takes the same constructor
+parameters (``mode``, ``telemetry``, ``on_stop``, ``tool_call_cap``), and a
+stopped run ends in the framework's own idiom for a limit:
+
+- ``on_stop="error"`` (the default, type-safe whatever the agent's output type):
+  the run raises the adapter's :class:`ProtectionStopped` subclass, which also
+  subclasses the framework's own limit error, so a handler already written for
+  ``UsageLimitExceeded`` / ``MaxTurnsExceeded`` / LangChain's tool-call-limit
+  error catches it;
+- ``on_stop="end"``: the run ends normally with the stop text as its final
+  answer, where a text answer is type-correct for that agent.
+
+Nothing here decides: these are the host-side values of what
+:mod:`tool_failure_guard.core` already decided.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Literal, TypeAlias
+
+import attrs
+
+from tool_failure_guard.guard import DecisionKind, FailureKey, GuardMode
+
+#: How a stopped run ends: raise the adapter's error, or end with the stop text.
+StopBehaviour: TypeAlias = Literal["error", "end"]
+STOP_BEHAVIOURS: tuple[StopBehaviour, ...] = ("error", "end")
+
+#: The logger of the records an application sees without configuring telemetry:
+#: one at a run's first would-warn/warn and one at its first would-stop/stop.
+LOGGER_NAME = "tool_failure_guard"
+
+
+def stop_behaviour(value: object) -> StopBehaviour:
+    """``value`` when it is a stop behaviour, else a :class:`ValueError` naming the valid ones."""
+    if value == "error":
+        return "error"
+    if value == "end":
+        return "end"
+    valid = ", ".join(repr(name) for name in STOP_BEHAVIOURS)
+    raise ValueError(f"on_stop must be one of {valid}; got {value!r}")
+
+
+@attrs.frozen(kw_only=True)
+class GuardStop:
+    """The typed signal of a run a protection stopped: test it, never the text.
+
+    ``loop_type`` is the protection that stopped the run; ``key`` is the failure
+    key (policy tool name, execution error type) when the repeated-failure
+    guard stopped it, else None; ``notice`` is the fixed stop text as a person
+    reads it.
+    """
+
+    loop_type: str
+    notice: str
+    mode: GuardMode
+    key: FailureKey | None = None
+
+
+@attrs.frozen(kw_only=True)
+class RunReport:
+    """What the guard did in one run, in every mode: for logs, dashboards and tests.
+
+    ``decisions`` holds the guard decision kind of every batch it reduced, in
+    order (empty in ``off``); ``stop`` is set only when the run was stopped
+    (``enforce``); shadow's would-be actions are read from ``decisions``.
+    """
+
+    mode: GuardMode
+    decisions: tuple[str, ...]
+    batches: int  #: settled batches (ones a protection stopped before the guard included)
+    tool_calls: int
+    observed: int  #: call outcomes the adapter saw
+    stop: GuardStop | None
+
+    @property
+    def reminded(self) -> bool:
+        """The corrective reminder was injected (``warn``/``enforce``)."""
+        return DecisionKind.WARN in self.decisions
+
+    @property
+    def would_remind(self) -> bool:
+        """The reminder would have been injected (shadow) or was (warn/enforce)."""
+        return DecisionKind.WOULD_WARN in self.decisions or self.reminded
+
+    @property
+    def would_stop(self) -> bool:
+        """A stop was decided: would-be (shadow/warn) or real (enforce)."""
+        return (
+            DecisionKind.WOULD_STOP in self.decisions
+            or DecisionKind.STOP in self.decisions
+            or self.stop is not None
+        )
+
+
+class ProtectionStopped(Exception):
+    """A protection stopped the run (``on_stop="error"``): no further model request was made.
+
+    Each adapter raises a subclass that also subclasses its framework's own
+    limit error.  ``stop`` and ``report`` are the values ``stop_of`` and
+    ``report_of`` would have answered; the settled tool results are kept in
+    the run's history as the framework keeps them.
+    """
+
+    def __init__(self, stop: GuardStop, report: RunReport) -> None:
+        super().__init__(stop.notice)
+        self.stop = stop
+        self.report = report
+
+    @property
+    def loop_type(self) -> str:
+        return self.stop.loop_type
+
+    @property
+    def key(self) -> FailureKey | None:
+        return self.stop.key
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.stop, self.report))
+
+
+class ActionLog:
+    """Once per run: the log record of the first reminder and of the first stop, in any mode.
+
+    Shadow changes nothing the model sees; these records are how an
+    application can tell the guard is installed and what it would have done.
+    They carry no tool names, arguments or outputs.
+    """
+
+    __slots__ = ("_logger", "_reminded", "_route", "_stopped")
+
+    def __init__(self, route: str, logger: logging.Logger | None = None) -> None:
+        self._route = route
+        self._logger = logger if logger is not None else logging.getLogger(LOGGER_NAME)
+        self._reminded = False
+        self._stopped = False
+
+    def decided(self, kind: str, mode: GuardMode, *, batch: int, loop_type: str) -> None:
+        """Record ``kind`` (a decision kind) when it is the run's first of its sort."""
+        if kind in (DecisionKind.WOULD_WARN, DecisionKind.WARN):
+            if self._reminded:
+                return
+            self._reminded = True
+            what = "injected the reminder" if kind == DecisionKind.WARN else "would remind"
+        elif kind in (DecisionKind.WOULD_STOP, DecisionKind.STOP):
+            if self._stopped:
+                return
+            self._stopped = True
+            what = "stopped the run" if kind == DecisionKind.STOP else "would stop the run"
+        else:
+            return
+        self._logger.warning(
+            "tool-failure-guard (%s, %s): %s at batch %d (%s)",
+            mode.value,
+            self._route,
+            what,
+            batch,
+            loop_type,
+            extra={
+                "tool_failure_guard_mode": mode.value,
+                "tool_failure_guard_route": self._route,
+                "tool_failure_guard_decision": str(kind),
+                "tool_failure_guard_loop_type": loop_type,
+                "tool_failure_guard_batch": batch,
+            },
+        )

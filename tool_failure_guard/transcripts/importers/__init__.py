@@ -1,0 +1,33 @@
+"""One importer per agent's log format, each a module with the same three names.
+
+Each module defines ``KIND`` (the ``--kind`` value), ``sniff(path, head) ->
+bool`` (``head``: the file's first bytes, at most 64 KiB; true when the file
+is this kind's) and ``read(path) -> Iterator[Run]`` (raises
+:class:`~tool_failure_guard.transcripts.model.TranscriptError` naming
+``file:line`` on a damaged or truncated file).  Modules are imported only when
+asked for, so one kind's parser never costs another's.
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+#: kind -> module under this package
+IMPORTERS: dict[str, str] = {
+    "claude-code": "claude_code",
+    "codex": "codex",
+    "qwen-code": "qwen_code",
+    "mini-swe-agent": "mini_swe_agent",
+    "tool-failure-guard": "own_history",
+}
+
+
+def importer(kind: str) -> ModuleType:
+    """The importer module of ``kind``; a :class:`ValueError` naming the known kinds."""
+    try:
+        name = IMPORTERS[kind]
+    except KeyError:
+        known = ", ".join(sorted(IMPORTERS))
+        raise ValueError(f"unknown transcript kind {kind!r}; known: {known}") from None
+    return importlib.import_module(f"{__name__}.{name}")
