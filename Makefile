@@ -67,7 +67,7 @@ bench: $(STAMP)
 # outside the repository; OPENAI_BASE_URL + TFG_EVAL_MODEL point it at your own server.
 EVAL_ARGS ?=
 eval-setup:
-	$(PYTHON) -m evaluation.setup_model
+	cd tool_failure_guard && $(PYTHON) -m evaluation.setup_model
 
 eval: $(STAMP)
 	$(BIN)/python -m tool_failure_guard.evaluation run $(EVAL_ARGS)

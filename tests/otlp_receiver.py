@@ -8,7 +8,7 @@ is decoded into the OTLP protobuf message (OTLP/JSON's hex ``traceId``/``spanId`
 turned into bytes first: a generic JSON-to-protobuf parse would read them as
 base64 and silently garble them) and appended as one line of OTLP/JSON, the
 encoding of the Collector's ``file`` exporter (the project's own
-:func:`~tool_failure_guard.session.telemetry.otlp_file.otlp_json`).  Traces
+:func:`~tool_failure_guard.telemetry.otlp_file.otlp_json`).  Traces
 are answered and dropped.  Answers are the empty ``Export*ServiceResponse``
 in the request's encoding, as a Collector answers.
 """
@@ -37,7 +37,7 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
 )
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
-from tool_failure_guard.session.telemetry.otlp_file import otlp_json
+from tool_failure_guard.telemetry.otlp_file import otlp_json
 
 _ID_FIELDS = frozenset({"traceId", "spanId", "parentSpanId"})
 _ROUTES: dict[str, tuple[type[Message] | None, type[Message]]] = {

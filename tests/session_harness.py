@@ -10,9 +10,9 @@ from tool_failure_guard.session.config.declared_boundary import BoundaryKind
 from tool_failure_guard.session.persistence.history import HistoryStore
 from tool_failure_guard.session.pipeline.drain import MidTurnInput
 from tool_failure_guard.session.pipeline.session import GuardedSession, SessionOptions
-from tool_failure_guard.session.telemetry.sink import GuardTelemetry, NullTelemetry
 from tool_failure_guard.session.tools.builtin import ToolContext, default_tools
 from tool_failure_guard.session.tools.executor import Executor
+from tool_failure_guard.telemetry.sink import GuardTelemetry, NullTelemetry
 
 SESSION_ID = "s1"
 

@@ -10,7 +10,7 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.resources import Resource
 
-from tool_failure_guard.session.telemetry.sink import LoopDetectedEvent, OpenTelemetrySink
+from tool_failure_guard.telemetry.sink import LoopDetectedEvent, OpenTelemetrySink
 
 
 class Harness:

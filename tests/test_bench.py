@@ -5,8 +5,8 @@ Only behaviour is asserted here; the timings are printed by ``make bench``.
 
 from __future__ import annotations
 
-from tool_failure_guard.bench_corpus import build_corpus
-from tool_failure_guard.bench_yardstick import YardstickReducer, yardstick_agrees
+from tool_failure_guard.commands.bench_corpus import build_corpus
+from tool_failure_guard.commands.bench_yardstick import YardstickReducer, yardstick_agrees
 from tool_failure_guard.guard import (
     BatchReceipt,
     Decision,

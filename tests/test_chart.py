@@ -67,7 +67,7 @@ def test_the_table_covers_every_non_final_phase_and_fact_combination() -> None:
         assert {t.action for t in row} <= set(ACTIONS)
 
 
-# -- the runtime reads the derivation from guard/_chart_table.py ---------------
+# -- the runtime reads the derivation from tool_failure_guard/guard/_chart_table.py ---------------
 
 
 def test_the_runtime_table_is_what_the_chart_derives() -> None:

@@ -29,6 +29,7 @@ from tool_failure_guard.guard import (
 from tool_failure_guard.session.config.declared_boundary import (
     INPUT_BOUNDARY_ENV_VAR,
     INPUT_BOUNDARY_RECORD_VALUES,
+    UNSUPPORTED,
     BoundaryKind,
     resolve_boundary_kind,
 )
@@ -37,7 +38,7 @@ from tool_failure_guard.session.model.base import ModelTurn, ScriptedModel, load
 from tool_failure_guard.session.persistence.history import HistoryStore
 from tool_failure_guard.session.persistence.messages import Message
 from tool_failure_guard.session.pipeline.session import GuardedSession, SessionOptions
-from tool_failure_guard.session.telemetry.sink import PROMPT_EVENT
+from tool_failure_guard.telemetry.sink import PROMPT_EVENT
 
 
 class PlainAcpClient(FakeClient):
@@ -222,3 +223,8 @@ def test_the_declaration_is_refused_from_project_sources(tmp_path: Path) -> None
     assert load_env(project, home=home, environ={}).get(INPUT_BOUNDARY_ENV_VAR) == "prompt-only"
     exported = load_env(project, home=home, environ={INPUT_BOUNDARY_ENV_VAR: "drain"})
     assert exported.get(INPUT_BOUNDARY_ENV_VAR) == "drain"
+
+
+def test_the_record_values_are_each_declarable_kind_then_unsupported() -> None:
+    # the vocabulary lives in telemetry (below the hosts); the declaration must match it
+    assert (*(kind.value for kind in BoundaryKind), UNSUPPORTED) == INPUT_BOUNDARY_RECORD_VALUES

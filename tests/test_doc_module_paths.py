@@ -4,21 +4,20 @@ What counts as a module path (the rule the docs are written to):
 
 * outside fenced blocks: an inline code span (one pair of backticks) whose
   whole text is a dotted name, ``a.b`` or longer, of Python identifiers, whose
-  first part is ``tool_failure_guard`` or one of the folders linked into it
-  (``guard``, ``session``, ``rollout``, ``statecharts``, ``evaluation``: the
-  symlinks in ``tool_failure_guard/``);
+  first part is ``tool_failure_guard`` or one of its rooms (``guard``,
+  ``session``, ``rollout``, ``statecharts``, ``evaluation``, ``core``,
+  ``commands`` ...: its subpackages, but ``telemetry``);
 * in a fenced ``python`` block: every ``import M`` / ``from M import a, b`` whose
   ``M`` starts the same way (the names imported are checked too).
 
 Not module paths, so never checked: a file name (its last part a file
 extension: ``guard.py``, ``session.md``) and a telemetry signal name (the
-strings of ``tool_failure_guard.session.telemetry.names``, e.g.
+strings of ``tool_failure_guard.telemetry.names``, e.g.
 ``tool_failure_guard.prompt``).
 
-A path starting with a linked folder (``session.telemetry...``) is wrong as
-written: installed, the folder is only ``tool_failure_guard.<name>`` (only a
-checkout's root has a top-level ``session``, and there a user's own
-``session.py`` would shadow it); the message names the right spelling when that
+A path starting with a room (``session.transport...``) is wrong as written:
+the room is only ``tool_failure_guard.<name>`` (a top-level ``session`` would be
+a user's own ``session.py``); the message names the right spelling when that
 one resolves.  A ``tool_failure_guard`` path is resolved the way a user who
 installed the package would: the longest prefix that imports is the module,
 every further part is an attribute (``getattr``).  Resolution runs in a
@@ -37,9 +36,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = "tool_failure_guard"
-#: The folders linked into the package (``tool_failure_guard/<name> -> ../<name>``).
-LINKED = frozenset(p.name for p in (ROOT / PACKAGE).iterdir() if p.is_symlink())
-FIRST_PARTS = LINKED | {PACKAGE}
+#: The package's rooms (its subpackages), a doc's likely slip when written without the package.
+#: Not ``telemetry``: ``telemetry.resourceAttributes`` and the like are settings and signal keys.
+ROOMS = frozenset(
+    p.parent.name for p in (ROOT / PACKAGE).glob("*/__init__.py") if p.parent.name != "telemetry"
+)
+FIRST_PARTS = ROOMS | {PACKAGE}
 FILE_EXTENSIONS = frozenset({"py", "md", "json", "jsonl", "toml", "txt", "yaml", "yml", "sh"})
 SPAN = re.compile(r"(?<!`)`([^`\n]+)`(?!`)")
 DOTTED = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
@@ -78,8 +80,10 @@ def documents() -> list[Path]:
 
 
 def signal_names() -> frozenset[str]:
-    """The telemetry names (strings in ``session/telemetry/names.py``): names, not modules."""
-    tree = ast.parse((ROOT / "session" / "telemetry" / "names.py").read_text(encoding="utf-8"))
+    """The telemetry names (strings of ``tool_failure_guard/telemetry/names.py``): not modules."""
+    tree = ast.parse(
+        (ROOT / "tool_failure_guard" / "telemetry" / "names.py").read_text(encoding="utf-8")
+    )
     return frozenset(
         node.value
         for node in ast.walk(tree)
@@ -161,7 +165,9 @@ def resolve(paths: set[str]) -> dict[str, str | None]:
 def test_the_rule_finds_module_paths_and_skips_file_and_signal_names() -> None:
     signals = signal_names()
     assert counts("tool_failure_guard.core.error_type_of", signals)
-    assert counts("session.telemetry.sink.OpenTelemetrySink", signals)
+    assert counts("session.transport.agent.GuardedAgent", signals)
+    assert counts("commands.cli.main", signals)
+    assert not counts("telemetry.resourceAttributes", signals)  # a settings key
     assert not counts("session.py", signals)
     assert not counts("tool_failure_guard.prompt", signals)  # an event name
     assert not counts("agent.clone", signals)

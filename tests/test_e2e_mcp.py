@@ -34,8 +34,8 @@ from tool_failure_guard.guard import (
 )
 from tool_failure_guard.session.config.envconfig import MCP_TIMEOUT_ENV_VAR
 from tool_failure_guard.session.persistence.messages import Part
-from tool_failure_guard.session.telemetry.sink import GUARD_LOG_EVENT
 from tool_failure_guard.session.transport.client import RecordingClient, spawn_guarded_agent
+from tool_failure_guard.telemetry.sink import GUARD_LOG_EVENT
 
 pytestmark = pytest.mark.usefixtures("real_mcp_servers")
 T = TypeVar("T")
@@ -292,7 +292,7 @@ def parent_pid(pid: int) -> int:
 def test_the_demo_loops_on_a_real_mcp_server_and_stops(capsys: pytest.CaptureFixture[str]) -> None:
     from mcp_servers import FILESYSTEM
 
-    from tool_failure_guard.cli import main
+    from tool_failure_guard.commands.cli import main
 
     status = main(
         [

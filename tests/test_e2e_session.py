@@ -26,8 +26,8 @@ from tool_failure_guard.guard import (
     REPEATED_TOOL_FAILURE_STOP_MESSAGE,
 )
 from tool_failure_guard.session.persistence.messages import Message
-from tool_failure_guard.session.telemetry.sink import GUARD_LOG_EVENT, LOOP_DETECTED_EVENT
 from tool_failure_guard.session.transport.client import RecordingClient, spawn_guarded_agent
+from tool_failure_guard.telemetry.sink import GUARD_LOG_EVENT, LOOP_DETECTED_EVENT
 
 T = TypeVar("T")
 SHOWN_STOP = shown_text(REPEATED_TOOL_FAILURE_STOP_MESSAGE)

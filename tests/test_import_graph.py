@@ -1,4 +1,4 @@
-"""The packages import one way: no circle inside ``session/``, the core imports no host."""
+"""The packages import one way: no circle inside ``session/``, the rooms of the house in layers."""
 
 from __future__ import annotations
 
@@ -6,7 +6,38 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = "tool_failure_guard"
 SESSION = "tool_failure_guard.session"
+
+#: The house: each room of the package (a subpackage, or a module at the package's root) on
+#: its floor.  A room imports rooms of its own floor or below, never above (type-only and
+#: function-level imports included).  README "Layout" is the long form.
+FLOORS: dict[str, int] = {
+    # sans-IO: the chart, the guard, the host-neutral core
+    "statecharts": 0,
+    "guard": 0,
+    "core": 0,
+    # the library below every host: telemetry records and sinks, the package's facade and
+    # its small shared helpers
+    "telemetry": 1,
+    "__init__": 1,
+    "_version": 1,
+    "modes": 1,
+    "redaction": 1,
+    "worker_threads": 1,
+    "private_files": 1,
+    "sdk_import": 1,
+    # hosts of the core
+    "session": 2,
+    "integrations": 2,
+    # tools over the hosts' records and runs
+    "rollout": 3,
+    "evaluation": 3,
+    "transcripts": 3,
+    # the command line, on top
+    "commands": 4,
+    "__main__": 4,
+}
 
 
 def module_imports(package: str = SESSION) -> dict[str, set[str]]:
@@ -96,7 +127,7 @@ def test_the_session_modules_import_each_other_one_way_only() -> None:
 
 def test_the_session_concerns_import_each_other_one_way_only() -> None:
     concerns = concern_imports(module_imports())
-    assert {"transport", "pipeline", "tools", "model", "persistence", "telemetry"} <= set(concerns)
+    assert {"transport", "pipeline", "tools", "model", "persistence", "config"} <= set(concerns)
     assert cycle_in(concerns) is None, " -> ".join(cycle_in(concerns) or [])
 
 
@@ -111,3 +142,66 @@ def test_the_prompt_steps_do_not_reach_back_into_the_session_or_the_prompt() -> 
     owners = {f"{SESSION}.pipeline.session", f"{SESSION}.pipeline.prompt"}
     for step in steps:
         assert graph[step].isdisjoint(owners), (step, graph[step])
+
+
+def room_of(module: str) -> str:
+    """``tool_failure_guard.session.pipeline.batch`` -> ``session``; the root -> ``__init__``."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def house_imports() -> dict[str, set[str]]:
+    return module_imports(PACKAGE)
+
+
+def test_every_module_of_the_package_is_in_a_room_of_the_house() -> None:
+    homeless = sorted({room_of(m) for m in house_imports()} - set(FLOORS))
+    assert not homeless, f"give each a floor in FLOORS (or move it into a room): {homeless}"
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """``module -> target`` for each import of a room on a higher floor (unknown rooms: 0)."""
+    return sorted(
+        f"{module} -> {target}"
+        for module, targets in graph.items()
+        for target in targets
+        if FLOORS.get(room_of(target), 0) > FLOORS.get(room_of(module), 0)
+    )
+
+
+def test_no_room_imports_a_room_on_a_floor_above_it() -> None:
+    graph = house_imports()
+    assert f"{PACKAGE}.telemetry.sink" in graph[f"{PACKAGE}.integrations._telemetry"]
+    upward = upward_imports(graph)
+    assert not upward, "\n".join(upward)
+
+
+def test_the_sans_io_rooms_and_telemetry_import_no_host_tool_or_command() -> None:
+    graph = house_imports()
+    above = {"session", "integrations", "rollout", "evaluation", "transcripts", "commands"}
+    for room in ("statecharts", "guard", "core", "telemetry"):
+        reached = {
+            room_of(t) for m, targets in graph.items() if room_of(m) == room for t in targets
+        }
+        assert reached, room
+        assert reached.isdisjoint(above), (room, reached & above)
+
+
+def test_the_hosts_import_no_tool_and_nothing_imports_a_command_but_the_entry_points() -> None:
+    graph = house_imports()
+    for module, targets in graph.items():
+        if room_of(module) in {"session", "integrations"}:
+            tools = {room_of(t) for t in targets} & {"rollout", "evaluation", "transcripts"}
+            assert not tools, (module, tools)
+    importers = {
+        (module, target)
+        for module, targets in graph.items()
+        for target in targets
+        if room_of(target) == "commands" and room_of(module) != "commands"
+    }
+    assert importers == {(f"{PACKAGE}.__main__", f"{PACKAGE}.commands.cli")}
+
+
+def test_the_floor_check_sees_an_upward_import() -> None:
+    core, session = f"{PACKAGE}.core.x", f"{PACKAGE}.session.y"
+    assert upward_imports({core: {session}, session: {core}}) == [f"{core} -> {session}"]

@@ -52,7 +52,7 @@ from tool_failure_guard.integrations.langchain import (
     GuardStop,
     RepeatedToolFailureMiddleware,
 )
-from tool_failure_guard.session.telemetry import sink as telemetry
+from tool_failure_guard.telemetry import sink as telemetry
 
 FAIL = ("read_file", {"path": "missing.txt"})
 LIST_OK = ("list_directory", {"path": "."})
@@ -334,7 +334,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_nothing_but_the_adapter_imports_langchain() -> None:
     probe = (
         "import json, sys; import tool_failure_guard, tool_failure_guard.core, "
-        "tool_failure_guard.cli, tool_failure_guard.session.transport.agent; "
+        "tool_failure_guard.commands.cli, tool_failure_guard.session.transport.agent; "
         "print(json.dumps(sorted(sys.modules)))"
     )
     out = subprocess.run(

@@ -37,7 +37,7 @@ from tool_failure_guard.integrations.openai_agents import (
     RepeatedToolFailureStopped,
 )
 from tool_failure_guard.integrations.openai_agents._run import GuardedRun, function_call
-from tool_failure_guard.session.telemetry.sink import (
+from tool_failure_guard.telemetry.sink import (
     GUARD_COUNTER,
     GUARD_LOG_EVENT,
     PROMPT_EVENT,
@@ -527,7 +527,8 @@ def test_the_agent_and_the_core_never_import_the_adapter() -> None:
     import sys
 
     probe = (
-        "import sys, tool_failure_guard, tool_failure_guard.core, tool_failure_guard.agent;"
+        "import sys, tool_failure_guard, tool_failure_guard.core,"
+        " tool_failure_guard.commands.agent;"
         "import tool_failure_guard.session.transport.agent;"
         "bad = [m for m in sys.modules if m == 'agents' or m.startswith('agents.')"
         " or m.startswith('tool_failure_guard.integrations')];"

@@ -24,7 +24,7 @@ from tool_failure_guard.core import LOOP_REPEATED_TOOL_FAILURE
 from tool_failure_guard.guard import REPEATED_TOOL_FAILURE_REMINDER as REMINDER
 from tool_failure_guard.guard import REPEATED_TOOL_FAILURE_STOP_MESSAGE
 from tool_failure_guard.integrations.openai_agents import GuardedRunner
-from tool_failure_guard.session.telemetry.sink import PROMPT_EVENT
+from tool_failure_guard.telemetry.sink import PROMPT_EVENT
 
 #: The call that waits for an approval (the model's sixth response).
 ASKED = "c5"

@@ -21,7 +21,7 @@ from openai_server import FakeOpenAI, Reply, call, serve
 from telemetry_harness import Harness
 
 from tool_failure_guard.integrations.openai_agents import GuardedRunner
-from tool_failure_guard.session.telemetry.sink import TOOL_CALL_EVENT
+from tool_failure_guard.telemetry.sink import TOOL_CALL_EVENT
 
 #: The tool's timeout; far from every other timer of a run, and never waited for.
 TIMEOUT_S = 30.0

@@ -31,9 +31,9 @@ from tool_failure_guard.session.model.base import (
 )
 from tool_failure_guard.session.persistence.history import HistoryStore
 from tool_failure_guard.session.pipeline.session import GuardedSession, SessionOptions
-from tool_failure_guard.session.telemetry.build import build_telemetry
-from tool_failure_guard.session.telemetry.otlp_file import otlp_json
-from tool_failure_guard.session.telemetry.sink import (
+from tool_failure_guard.telemetry.build import build_telemetry
+from tool_failure_guard.telemetry.otlp_file import otlp_json
+from tool_failure_guard.telemetry.sink import (
     GUARD_LOG_EVENT,
     PROMPT_EVENT,
     PROMPT_LOG_FIELDS,

@@ -406,7 +406,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_nothing_but_the_adapter_imports_pydantic_ai() -> None:
     probe = (
-        "import json, sys; import tool_failure_guard, tool_failure_guard.cli, "
+        "import json, sys; import tool_failure_guard, tool_failure_guard.commands.cli, "
         "tool_failure_guard.session.transport.agent; "
         "print(json.dumps(sorted(sys.modules)))"
     )

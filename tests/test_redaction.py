@@ -1,6 +1,6 @@
 """One redaction for the agent and the analysis: no credential in a URL reaches a message.
 
-The agent's error texts and log lines (``session/config/redact.py``) and the
+The agent's error texts and log lines (``tool_failure_guard/session/config/redact.py``) and the
 rollout analysis's ``--clickhouse`` messages both go through
 ``tool_failure_guard/redaction.py``; these tests hold each to the same cases.
 """
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tool_failure_guard import redaction
-from tool_failure_guard.cli import main
+from tool_failure_guard.commands.cli import main
 from tool_failure_guard.redaction import is_credential_parameter, redact_text, redact_url
 from tool_failure_guard.session.config import redact as agent_redact
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tool_failure_guard import render
-from tool_failure_guard.cli import main
+from tool_failure_guard.commands import render
+from tool_failure_guard.commands.cli import main
 from tool_failure_guard.guard import TRANSITIONS, Phase, declared_transitions
 from tool_failure_guard.guard._table import FACT_COMBINATIONS, _compile_condition, facts_of
 
@@ -34,7 +34,7 @@ def test_mermaid_lists_every_declared_transition_with_condition_and_action() -> 
 
 
 def test_dot_is_byte_identical_across_processes() -> None:
-    code = "from tool_failure_guard.render import stable_dot; print(stable_dot(), end='')"
+    code = "from tool_failure_guard.commands.render import stable_dot; print(stable_dot(), end='')"
     outputs = {
         subprocess.run(
             [sys.executable, "-c", code], capture_output=True, text=True, check=True
@@ -65,7 +65,7 @@ def test_check_reports_a_stale_runtime_table_and_render_repairs_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     _copy_project(tmp_path)
-    table = tmp_path / "guard" / "_chart_table.py"
+    table = tmp_path / "tool_failure_guard" / "guard" / "_chart_table.py"
     current = table.read_text(encoding="utf-8")
     table.write_text(current.replace('"idle": "2', '"idle": "0'), encoding="utf-8")
     assert main(["render", "--check", "--root", str(tmp_path)]) == 1
@@ -96,8 +96,9 @@ def _copy_project(tmp_path: Path) -> Path:
     shutil.copytree(ROOT / "diagrams", tmp_path / "diagrams")
     (tmp_path / "docs").mkdir()
     shutil.copy(ROOT / "docs" / "design.md", tmp_path / "docs" / "design.md")
-    (tmp_path / "guard").mkdir()
-    shutil.copy(ROOT / "guard" / "_chart_table.py", tmp_path / "guard" / "_chart_table.py")
+    (tmp_path / "tool_failure_guard" / "guard").mkdir(parents=True)
+    table = Path("tool_failure_guard", "guard", "_chart_table.py")
+    shutil.copy(ROOT / table, tmp_path / table)
     return tmp_path / "diagrams" / "repeated_tool_failure.svg"
 
 

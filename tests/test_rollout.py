@@ -17,7 +17,7 @@ import duckdb
 import numpy as np
 import pytest
 
-from tool_failure_guard.cli import main
+from tool_failure_guard.commands.cli import main
 from tool_failure_guard.rollout import assign, check, design, gates, load, sql, stats
 from tool_failure_guard.rollout.engine import DuckDBEngine
 from tool_failure_guard.rollout.simulate import FleetConfig, simulate

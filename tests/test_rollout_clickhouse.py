@@ -21,7 +21,7 @@ import pytest
 import rollout_records as records
 from clickhouse_http import serve
 
-from tool_failure_guard.cli import main
+from tool_failure_guard.commands.cli import main
 from tool_failure_guard.rollout import check, gates, load, otel_logs
 from tool_failure_guard.rollout.engine import (
     ChdbExecutor,

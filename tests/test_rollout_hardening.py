@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from clickhouse_http import serve
 
-from tool_failure_guard.cli import main
+from tool_failure_guard.commands.cli import main
 from tool_failure_guard.rollout import load, otel_logs, spill
 from tool_failure_guard.rollout.engine import (
     ChdbExecutor,

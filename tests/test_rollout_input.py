@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from rollout_records import EVENTS, call, engine, loop, prompt
 
-from tool_failure_guard.cli import main
+from tool_failure_guard.commands.cli import main
 from tool_failure_guard.rollout import check
 from tool_failure_guard.rollout.simulate import FleetConfig, simulate
 
@@ -196,7 +196,7 @@ def _options(parser: argparse.ArgumentParser) -> set[str]:
 
 
 def test_every_option_docs_rollout_names_exists_where_it_is_named() -> None:
-    from tool_failure_guard.cli import build_parser
+    from tool_failure_guard.commands.cli import build_parser
 
     top = _subparsers(build_parser())
     parsers = _subparsers(top["rollout"])

@@ -20,7 +20,7 @@ from clickhouse_http import serve
 from qwen_capture import MAX_TURNS, capture
 from qwen_original import require_qwen
 
-from tool_failure_guard.cli import main
+from tool_failure_guard.commands.cli import main
 from tool_failure_guard.rollout import load, otel_logs, qwen_code, qwen_fleet, qwen_gates
 from tool_failure_guard.rollout.engine import ChdbExecutor, ClickHouseEngine, Engine, InputError
 from tool_failure_guard.rollout.simulate import FleetConfig, simulate

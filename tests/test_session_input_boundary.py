@@ -34,7 +34,7 @@ from tool_failure_guard.session.persistence.history import HistoryStore
 from tool_failure_guard.session.persistence.messages import Message
 from tool_failure_guard.session.pipeline.drain import QUEUED_INPUT_PREFIX, unreadable_note
 from tool_failure_guard.session.pipeline.session import GuardedSession, SessionOptions
-from tool_failure_guard.session.telemetry.sink import GuardTelemetry
+from tool_failure_guard.telemetry.sink import GuardTelemetry
 
 #: How a host answers drain request number ``index`` (raise to fail it).
 Behaviour = Callable[["Host", int], Awaitable[Any]]

@@ -23,10 +23,10 @@ from test_session_loop import FakeClient
 from test_session_mcp import _wrapped_edge
 
 from tool_failure_guard.session.model.base import ModelTurn, ScriptedModel, load_scenario
-from tool_failure_guard.session.telemetry.sink import SESSION_CLOSED_EVENT
 from tool_failure_guard.session.transport.agent import AgentConfig, GuardedAgent
 from tool_failure_guard.session.transport.client import RecordingClient, spawn_guarded_agent
 from tool_failure_guard.session.transport.lifecycle import DEFAULT_MAX_LIVE_SESSIONS
+from tool_failure_guard.telemetry.sink import SESSION_CLOSED_EVENT
 
 
 class HangingModel:

@@ -28,7 +28,7 @@ from tool_failure_guard.session.model.base import (
 from tool_failure_guard.session.persistence.history import HistoryStore
 from tool_failure_guard.session.pipeline.prompt import TODO_CONTINUATION_MESSAGE
 from tool_failure_guard.session.pipeline.session import GuardedSession, SessionOptions
-from tool_failure_guard.session.telemetry.sink import GuardTelemetry, NullTelemetry
+from tool_failure_guard.telemetry.sink import GuardTelemetry, NullTelemetry
 
 READ_MISSING = {"tool": "read_file", "args": {"path": "missing.txt"}}
 

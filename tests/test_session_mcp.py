@@ -455,7 +455,7 @@ def test_session_load_starts_the_servers_afresh_and_close_stops_them(tmp_path: P
 
 
 def test_demo_mcp_server_options_are_checked() -> None:
-    from tool_failure_guard.demo import parse_mcp_server
+    from tool_failure_guard.commands.demo import parse_mcp_server
 
     assert parse_mcp_server("fs=npx -y 'a b' .") == ("fs", ["npx", "-y", "a b", "."])
     for bad, why in [

@@ -32,13 +32,13 @@ from tool_failure_guard.guard import (
     Observation,
     RepeatedToolFailureGuard,
 )
-from tool_failure_guard.session.telemetry import sink as telemetry
-from tool_failure_guard.session.telemetry.build import (
+from tool_failure_guard.telemetry import sink as telemetry
+from tool_failure_guard.telemetry.build import (
     TelemetryConfigurationError,
     build_telemetry,
     telemetry_resource,
 )
-from tool_failure_guard.session.telemetry.sink import (
+from tool_failure_guard.telemetry.sink import (
     GUARD_COUNTER,
     GUARD_LOG_EVENT,
     LOOP_DETECTED_COUNTER,
@@ -617,7 +617,7 @@ def test_otlp_without_the_exporter_package_names_it(monkeypatch: pytest.MonkeyPa
 def test_agent_cli_reports_a_missing_otlp_exporter_as_a_bad_option(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from tool_failure_guard.cli import main
+    from tool_failure_guard.commands.cli import main
 
     root = logging.getLogger()
     monkeypatch.setattr(root, "handlers", [])  # the agent's basicConfig stays in this test

@@ -24,15 +24,15 @@ from acp.schema import McpServerStdio, PromptResponse
 from e2e_helpers import telemetry_documents
 
 from tool_failure_guard.session.persistence.history import HistoryStore
-from tool_failure_guard.session.telemetry import sink as telemetry
-from tool_failure_guard.session.telemetry.sink import (
+from tool_failure_guard.session.transport.client import RecordingClient, spawn_guarded_agent
+from tool_failure_guard.telemetry import sink as telemetry
+from tool_failure_guard.telemetry.sink import (
     GUARD_COUNTER,
     GUARD_LOG_EVENT,
     LOOP_DETECTED_COUNTER,
     LOOP_DETECTED_EVENT,
     TOOL_CALL_COUNTER,
 )
-from tool_failure_guard.session.transport.client import RecordingClient, spawn_guarded_agent
 
 _DOCUMENTED = {
     GUARD_COUNTER: telemetry.GUARD_METRIC_ATTRIBUTE_VALUES,

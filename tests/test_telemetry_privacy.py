@@ -43,8 +43,8 @@ from tool_failure_guard.guard import (
     Observation,
     RepeatedToolFailureGuard,
 )
-from tool_failure_guard.session.telemetry import sink as telemetry
-from tool_failure_guard.session.telemetry.sink import (
+from tool_failure_guard.telemetry import sink as telemetry
+from tool_failure_guard.telemetry.sink import (
     GUARD_COUNTER,
     GUARD_LOG_EVENT,
     LOOP_DETECTED_COUNTER,

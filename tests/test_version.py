@@ -12,7 +12,7 @@ import pytest
 
 import tool_failure_guard
 from tool_failure_guard import _version
-from tool_failure_guard.cli import main
+from tool_failure_guard.commands.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 

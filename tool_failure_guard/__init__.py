@@ -5,7 +5,7 @@
 host-neutral protection core (:mod:`tool_failure_guard.core`) and the mode
 helper.  It stays cheap: importing it loads no ACP, OpenAI, MCP or DuckDB code.
 The command line (``tool-failure-guard``: replay, render, bench, agent, demo)
-lives in :mod:`tool_failure_guard.cli` and is imported only when run
+lives in :mod:`tool_failure_guard.commands.cli` and is imported only when run
 (``tool-failure-guard --version`` prints ``__version__``, the installed distribution's).
 """
 

@@ -1,3 +1,3 @@
-from tool_failure_guard.cli import main
+from tool_failure_guard.commands.cli import main
 
 raise SystemExit(main())

@@ -19,7 +19,7 @@ from tool_failure_guard.core import (
     Stop,
 )
 from tool_failure_guard.guard import DecisionKind, GuardMode
-from tool_failure_guard.session.telemetry.sink import (
+from tool_failure_guard.telemetry.sink import (
     CallRecord,
     GuardTelemetry,
     OutcomeTelemetry,

@@ -73,7 +73,7 @@ from tool_failure_guard.integrations.langchain._run import (
     RunReport,
 )
 from tool_failure_guard.modes import mode_for_run
-from tool_failure_guard.session.telemetry.sink import GuardTelemetry
+from tool_failure_guard.telemetry.sink import GuardTelemetry
 
 #: The state key of the run's report (public: :func:`stop_of`, :func:`report_of` read it).
 REPORT_KEY = "tool_failure_guard"

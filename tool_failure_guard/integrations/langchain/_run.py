@@ -34,7 +34,7 @@ from tool_failure_guard.core import (
 from tool_failure_guard.guard import GuardMode
 from tool_failure_guard.integrations import _telemetry
 from tool_failure_guard.integrations.langchain._outcomes import replayed
-from tool_failure_guard.session.telemetry.sink import (
+from tool_failure_guard.telemetry.sink import (
     GuardTelemetry,
     NullTelemetry,
 )

@@ -55,7 +55,7 @@ from tool_failure_guard.integrations.openai_agents._wiring import (
     guarded_config,
 )
 from tool_failure_guard.modes import mode_for_run
-from tool_failure_guard.session.telemetry.sink import GuardTelemetry
+from tool_failure_guard.telemetry.sink import GuardTelemetry
 
 __all__ = [
     "OUTCOME_ROWS",

@@ -35,7 +35,7 @@ from agents.run_internal.run_steps import NextStepInterruption
 from tool_failure_guard.core import FunctionCall
 from tool_failure_guard.integrations.openai_agents._run import GuardedRun, function_call
 from tool_failure_guard.integrations.openai_agents._wiring import arm, binding_of, guarded_agent
-from tool_failure_guard.session.telemetry.sink import GuardTelemetry
+from tool_failure_guard.telemetry.sink import GuardTelemetry
 
 
 def resumed_run(

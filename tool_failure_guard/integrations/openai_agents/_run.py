@@ -39,7 +39,7 @@ from tool_failure_guard.integrations.openai_agents._outcomes import (
     interrupted as interrupted_call,
 )
 from tool_failure_guard.integrations.openai_agents._outcomes import replayed, running_when_cut
-from tool_failure_guard.session.telemetry.sink import (
+from tool_failure_guard.telemetry.sink import (
     GuardTelemetry,
     NullTelemetry,
 )

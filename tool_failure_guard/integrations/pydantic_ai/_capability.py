@@ -69,7 +69,7 @@ from tool_failure_guard.integrations.pydantic_ai._run import (
 from tool_failure_guard.integrations.pydantic_ai._stop import ProtectionStop
 from tool_failure_guard.integrations.pydantic_ai._toolset import ObservingToolset, tool_type_of
 from tool_failure_guard.modes import mode_for_run
-from tool_failure_guard.session.telemetry.sink import GuardTelemetry, NullTelemetry
+from tool_failure_guard.telemetry.sink import GuardTelemetry, NullTelemetry
 
 #: ``metadata`` key marking the parts and responses this adapter added to a history.
 METADATA_KEY = "tool_failure_guard"

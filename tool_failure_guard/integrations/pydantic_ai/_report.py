@@ -14,7 +14,7 @@ import logging
 
 from tool_failure_guard.core import Action, BatchSettlement, PromptProtection
 from tool_failure_guard.integrations import _telemetry
-from tool_failure_guard.session.telemetry.sink import (
+from tool_failure_guard.telemetry.sink import (
     GuardTelemetry,
     OutcomeTelemetry,
     PromptOutcome,

@@ -42,7 +42,7 @@ from tool_failure_guard.core import (
 from tool_failure_guard.guard import GuardMode, InputBoundary
 from tool_failure_guard.integrations.pydantic_ai._outcomes import Execution, Returned, settle
 from tool_failure_guard.integrations.pydantic_ai._report import ROUTE, RunReport
-from tool_failure_guard.session.telemetry.sink import GuardTelemetry, PromptOutcome
+from tool_failure_guard.telemetry.sink import GuardTelemetry, PromptOutcome
 
 _log = logging.getLogger("tool_failure_guard.integrations.pydantic_ai")
 
