@@ -152,6 +152,13 @@ def run(args: argparse.Namespace) -> int:
     import asyncio
     import logging
 
+    from tool_failure_guard._extras import AGENT_MODULES, MissingExtra, require_extra
+
+    try:
+        require_extra("agent", *AGENT_MODULES)
+    except MissingExtra as missing:
+        print(f"tool-failure-guard agent: {missing}", file=sys.stderr)
+        return 2
     from tool_failure_guard.sdk_import import import_acp
 
     import_acp()  # first: the SDK's models are then built when first used

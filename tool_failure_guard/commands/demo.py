@@ -66,6 +66,13 @@ def parse_mcp_server(text: str) -> tuple[str, list[str]]:
 def run(args: argparse.Namespace) -> int:
     import asyncio
 
+    from tool_failure_guard._extras import AGENT_MODULES, MissingExtra, require_extra
+
+    try:
+        require_extra("agent", *AGENT_MODULES)
+    except MissingExtra as missing:
+        print(f"tool-failure-guard demo: {missing}", file=sys.stderr)
+        return 2
     modes = [mode.strip() for mode in args.modes.split(",") if mode.strip()]
     bad = [mode for mode in modes if mode not in ("off", *MODES)]
     if bad or not modes:

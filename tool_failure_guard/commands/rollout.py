@@ -6,10 +6,6 @@ import argparse
 import sys
 
 HELP = "rollout evidence: check invariants, judge gates, assign owners, simulate a fleet"
-_MISSING = (
-    "tool-failure-guard rollout needs the optional 'rollout' extra ({name} is not installed): "
-    "pip install 'tool-failure-guard[rollout]'"
-)
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -23,7 +19,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         from tool_failure_guard.rollout import cli
     except ImportError as error:
-        print(_MISSING.format(name=error.name or "a dependency"), file=sys.stderr)
+        from tool_failure_guard._extras import MissingExtra
+
+        missing = MissingExtra("rollout", error.name or "a dependency")
+        print(f"tool-failure-guard rollout: {missing}", file=sys.stderr)
         return 2
     status: int = cli.run(args)
     return status

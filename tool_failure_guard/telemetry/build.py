@@ -106,6 +106,12 @@ def build_telemetry(
     if file_path is None and kind not in TELEMETRY_KINDS:
         raise ValueError(f"--telemetry {kind!r} is not one of {TELEMETRY_KINDS}")
 
+    from tool_failure_guard._extras import MissingExtra, require_extra
+
+    try:
+        require_extra("telemetry", "opentelemetry.sdk", "google.protobuf", "opentelemetry.proto")
+    except MissingExtra as missing:
+        raise TelemetryConfigurationError(f"--telemetry {kind}: {missing}") from missing
     from opentelemetry.sdk._logs import LoggerProvider as SdkLoggerProvider
     from opentelemetry.sdk._logs.export import (
         BatchLogRecordProcessor,

@@ -27,7 +27,7 @@ providers are the sink's own (no global provider is set), so tests can read
 them through in-memory readers and exporters.
 
 This module is the OpenTelemetry sink; the rest lives beside it and is
-re-exported here, so ``from session.telemetry import X`` keeps working:
+re-exported here, so ``from tool_failure_guard.telemetry.sink import X`` finds each name:
 :mod:`~tool_failure_guard.telemetry.records` (the protocols and records),
 :mod:`~tool_failure_guard.telemetry.names` (names, closed value sets, buckets, labels).
 :mod:`~tool_failure_guard.telemetry.build` builds the sink ``--telemetry`` names on top of

@@ -16,6 +16,10 @@ maps onto the outcome contract, where the reminder goes and how a stop ends
 the run.  Never imported by the agent or the core.
 """
 
+from tool_failure_guard._extras import require_extra
+
+require_extra("langchain", "langchain", "langchain_core", "langgraph")  # else: pip install hint
+
 from tool_failure_guard.integrations.langchain._middleware import (
     REPORT_KEY,
     GuardState,

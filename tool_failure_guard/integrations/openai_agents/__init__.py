@@ -19,6 +19,10 @@ stop ends the run.  Never imported by the agent or the core.
 
 from __future__ import annotations
 
+from tool_failure_guard._extras import require_extra
+
+require_extra("openai-agents", "agents")  # else: pip install hint
+
 import asyncio
 import weakref
 from collections.abc import Mapping, Sequence

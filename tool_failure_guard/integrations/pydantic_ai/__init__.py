@@ -15,6 +15,10 @@ Each run gets a fresh guard.  ``docs/integrations.md`` (section "pydantic-ai")
 has the outcome table, reminder placement, stop signal, modes and telemetry.
 """
 
+from tool_failure_guard._extras import require_extra
+
+require_extra("pydantic-ai", "pydantic_ai")  # else: pip install hint
+
 from tool_failure_guard.integrations.pydantic_ai._capability import (
     METADATA_KEY,
     STOP_MODEL_NAME,
