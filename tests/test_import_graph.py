@@ -22,6 +22,7 @@ FLOORS: dict[str, int] = {
     "telemetry": 1,
     "__init__": 1,
     "_version": 1,
+    "_extras": 1,
     "modes": 1,
     "redaction": 1,
     "worker_threads": 1,

@@ -353,6 +353,7 @@ def test_nothing_but_the_adapter_imports_langchain() -> None:
         for folder in ("guard", "statecharts", "session", "tool_failure_guard", "rollout")
         for path in (ROOT / folder).rglob("*.py")
         if "integrations" not in path.parts
+        and path.name != "bench_hosts.py"  # the adapter benchmark drives every adapter
         and re.search(
             r"^\s*(from|import) (langchain|langgraph|tool_failure_guard\.integrations)",
             path.read_text(encoding="utf-8"),
