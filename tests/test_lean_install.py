@@ -244,7 +244,12 @@ def test_telemetry_built_by_name_without_the_sdk_names_its_extra(
 
 @pytest.mark.parametrize(
     ("argv", "extra"),
-    [(["agent"], "agent"), (["demo"], "agent"), (["rollout", "check", "x.jsonl"], "rollout")],
+    [
+        (["agent"], "agent"),
+        (["demo"], "agent"),
+        (["bench"], "agent"),
+        (["rollout", "check", "x.jsonl"], "rollout"),
+    ],
 )
 def test_a_command_without_its_extra_prints_the_install_line_and_exits_2(
     lean: tuple[Path, Path, list[str]], argv: list[str], extra: str

@@ -174,6 +174,13 @@ def run(args: argparse.Namespace) -> int:
     if args.batches < 1 or args.rounds < 1:
         print("bench: --batches and --rounds must be positive", file=sys.stderr)
         return 2
+    from tool_failure_guard._extras import AGENT_MODULES, MissingExtra, require_extra
+
+    try:  # it times the agent's start-up and history too
+        require_extra("agent", *AGENT_MODULES)
+    except MissingExtra as missing:
+        print(f"tool-failure-guard bench: {missing}", file=sys.stderr)
+        return 2
     from tool_failure_guard.guard.engine import EngineGuard
 
     corpus = build_corpus(args.batches, args.seed)
