@@ -114,8 +114,12 @@ def summary_line(records: Sequence[Record]) -> str | None:
     ok_base = sum(bool(r["success"]) for r in base if outcomes(r))
     reached_sent = sum(bool(outcomes(r)) for r in sent)
     reached_base = sum(bool(outcomes(r)) for r in base)
+    # until the reminder warn and enforce sample the same course: how many situations are there
+    situations = len({(r["task"], r["seed"]) for r in sent if outcomes(r)})
     return (
-        f"- After the {n_sent} reminders sent (warn and enforce) the next batch: "
+        f"- After the {n_sent} reminders sent (warn and enforce, from {situations} distinct "
+        "task and seed situations: until the reminder both arms sample the same course) the "
+        "next batch: "
         f"{c.get(ANSWERED, 0)} answered without a further call, {c.get(CHANGED, 0)} changed "
         f"approach (another tool or another outcome), {c.get(REPEATED, 0)} repeated the "
         f"failure; {ok_sent} of those {reached_sent} episodes then succeeded. At the same "

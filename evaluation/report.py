@@ -67,7 +67,7 @@ def summary(records: Sequence[Record]) -> list[str]:
         lines.append(
             f"- **{'Every episode' if bad == len(records) else f'{bad} of {len(records)} episodes'}"
             " errored** (the endpoint, the agent or the cache reset failed: "
-            + ", ".join(sorted({str(r.get("acp_stop", ""))[:80] for r in records if errored(r)}))
+            + ", ".join(sorted({str(r.get("acp_stop", ""))[:200] for r in records if errored(r)}))
             + "): an errored episode says nothing about the model or the guard, and the run "
             "exited 1."
         )
