@@ -35,7 +35,7 @@ from typing import Any
 
 import attrs
 
-from tool_failure_guard.evaluation import report, setup_model
+from tool_failure_guard.evaluation import agreement, report, setup_model
 from tool_failure_guard.evaluation.episode import ARMS, Driven, Settings, run_group
 from tool_failure_guard.evaluation.records import errored, read_records, write_records
 from tool_failure_guard.evaluation.server import (
@@ -346,6 +346,14 @@ def run_all(args: argparse.Namespace) -> int:
     meta["run_time"] = f"{minutes:.1f} min for the whole run (server start included)"
     code = _finish(records_dir, report_path, meta, bad, written)
     print(f"[eval] {minutes:.1f} min; {written} episodes, {bad} errored", flush=True)
+    # this run's records: still .partial when an errored run kept earlier ones
+    finished = records_dir / (RECORDS_FILE + PARTIAL)
+    if not finished.exists():
+        finished = records_dir / RECORDS_FILE
+    if finished.exists():
+        line = agreement.summary_line(read_records(finished))
+        if line is not None:
+            print(f"[eval] {line[2:]}", flush=True)
     return code
 
 

@@ -46,7 +46,10 @@ def dead_endpoint(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_a_dead_endpoint_errors_every_episode_exits_1_and_the_report_says_so(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dead_endpoint: None
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    dead_endpoint: None,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     committed = [DEFAULT_RECORDS / "episodes.jsonl", DEFAULT_RECORDS / "run.json", DEFAULT_REPORT]
     before = _digest(*committed)
@@ -59,6 +62,15 @@ def test_a_dead_endpoint_errors_every_episode_exits_1_and_the_report_says_so(
     assert len(records) == 2 and all(errored(r) for r in records)
     assert "- **Every episode errored** (" in (out / "evaluation.md").read_text()
     assert _digest(*committed) == before
+    # progress: a line per episode as it ended, with why it failed; the count at the end
+    printed = capsys.readouterr()
+    progress = [line for line in printed.out.splitlines() if line.startswith("[eval] [")]
+    assert [line.split(":")[0] for line in progress] == [
+        "[eval] [1/2] missing-config",
+        "[eval] [2/2] control-read",
+    ]
+    assert all("cannot reach the model endpoint" in line for line in progress)
+    assert "eval: 2 of 2 episodes errored" in printed.err
 
 
 def test_an_errored_run_never_replaces_the_records_at_its_output_path(
