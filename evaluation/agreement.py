@@ -137,7 +137,8 @@ def _cache_sentence(records: Sequence[Record]) -> str:
     return (
         "Prompt cache at the episodes' start: "
         + ", ".join(f"{label} {n}" for label, n in sorted(counts.items()))
-        + " (slot-erase: emptied; none or not recorded: carried over)."
+        + " (slot-erase: emptied; none: not emptied by the harness; not recorded: the run "
+        "predates the reset)."
     )
 
 

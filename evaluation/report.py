@@ -144,7 +144,8 @@ def render(records: Sequence[Record], meta: Mapping[str, Any], *, plot_name: str
         "endpoint through the official `openai` SDK. Every number below is computed from "
         "the saved episode records (`docs/evaluation/episodes.jsonl`, from the agent's own "
         "`--telemetry file:` output and session history); `tests/test_evaluation.py` "
-        "recomputes them. The agent runs with `evaluation/system_prompt.txt`: the built-in "
+        "and `tests/test_eval_checks.py` recompute them. The agent runs with "
+        "`evaluation/system_prompt.txt`: the built-in "
         'system prompt plus "make the call, never describe it" (with the built-in one '
         "alone this 1.5B model mostly described its calls in prose and made none). Each "
         "arm and seed is one agent process; each task is a fresh session in a fresh "

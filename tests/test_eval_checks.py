@@ -80,7 +80,7 @@ def test_the_cache_sentence_says_how_each_episode_started() -> None:
     records[1]["prompt_cache"] = {"reset": "none"}
     assert agreement.table(records)[0] == (
         "Prompt cache at the episodes' start: none 1, slot-erase 1 (slot-erase: emptied; "
-        "none or not recorded: carried over)."
+        "none: not emptied by the harness; not recorded: the run predates the reset)."
     )
 
 
