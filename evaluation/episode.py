@@ -13,9 +13,11 @@ reads the agent's own telemetry and history into the episode's record.
 Reproducibility: before each episode's prompt the server's prompt cache is
 emptied (``Settings.cache_reset == "slot-erase"``: llama-server's slot API,
 see :mod:`~tool_failure_guard.evaluation.server`), and every episode of a task
-runs in a workspace at the same path whatever its arm and seed, so the off and
-shadow episodes of a task and seed send the server the same requests byte for
-byte until a reminder or a stop makes them differ.
+runs in a workspace at the same path (and with the same HOME) whatever its arm
+and seed, so the off and shadow episodes of a task and seed send the server the
+same requests until a reminder or a stop makes them differ; a divergence
+before that is nondeterminism left in the server, which the report's
+reproducibility check names.
 """
 
 from __future__ import annotations
@@ -144,7 +146,8 @@ async def _drive(
     on_episode: OnEpisode | None,
 ) -> list[Driven]:
     """One agent process for ``arm`` and ``seed``; one fresh session per task."""
-    home, state = group / "home", group / "state"
+    # HOME, like the workspaces, is at one path for every arm and seed (see run_group)
+    home, state = workspaces.parent / "home", group / "state"
     home.mkdir(parents=True, exist_ok=True)
     args = [
         "--model",
@@ -202,8 +205,9 @@ def run_group(
     session and workspace): starting the agent costs more than a short episode.
     The records are read after the agent exited, when its telemetry is flushed.
     The workspaces are made at ``work/workspace/<task>/project`` for every arm
-    and seed (the same path, so the same text wherever a path reaches the
-    model) and moved to ``work/<arm>.s<seed>/<task>`` once the records are read.
+    and seed, and the agent's HOME is ``work/home`` (the same paths, so the same
+    text wherever a path reaches the model); the workspaces are moved to
+    ``work/<arm>.s<seed>/<task>`` once the records are read.
     """
     if arm not in ARMS:
         raise ValueError(f"unknown arm {arm!r}; arms: {', '.join(ARMS)}")
@@ -211,6 +215,7 @@ def run_group(
     group.mkdir(parents=True, exist_ok=False)
     workspaces = work / "workspace"
     shutil.rmtree(workspaces, ignore_errors=True)
+    shutil.rmtree(work / "home", ignore_errors=True)
     driven = asyncio.run(_drive(tasks, arm, seed, settings, group, workspaces, on_episode))
     records = [
         episode_record(

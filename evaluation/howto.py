@@ -35,8 +35,8 @@ prompt cache off (`--cache-ram 0`) and its slot API on (`--slot-save-path`, whic
 requires for any slot action; nothing is saved there), and the harness empties the slot
 (`POST /slots/0?action=erase`) before every episode, so no episode starts from another's
 cached prompt (`--cache-reset none` turns this off). Every episode of a task runs in a
-workspace at the same path, whatever its arm and seed. The Reproducibility section
-checks the result: off and shadow must agree call for call.
+workspace at the same path, with the same HOME, whatever its arm and seed. The
+Reproducibility section checks the result: off and shadow must agree call for call.
 
 During a run the harness prints a line per episode as it ends and per agent started.
 Bigger runs: `EVAL_ARGS="--seeds 1,2,3,4,5,6,7,8 --cap 40"` (`make eval EVAL_ARGS=...`;
