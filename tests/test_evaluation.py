@@ -9,6 +9,7 @@ the committed report is checked against the committed records.
 
 from __future__ import annotations
 
+import itertools
 import json
 import statistics
 import zipfile
@@ -150,6 +151,16 @@ def test_the_server_slot_is_erased_before_every_episode_and_only_then(
     assert all(c["reset"] == "slot-erase" for c in erased)
     # every episode but the very first found the previous episode's prompt in the slot
     assert erased[0]["n_erased"] == 0 and all(c["n_erased"] > 0 for c in erased[1:])
+    # off's and shadow's episodes (the first two agents) sent the very same requests
+    bounds = [*firsts, len(fake.requests)]
+    episodes = [fake.requests[a:b] for a, b in itertools.pairwise(bounds)]
+    assert [r["episode"] for r in records][:4] == [
+        f"{task}.{arm}.s5"
+        for arm in ("off", "shadow")
+        for task in ("missing-config", "control-read")
+    ]
+    assert episodes[0] == episodes[2] and episodes[1] == episodes[3]
+    assert len(episodes[0]) == 13
 
 
 def test_off_and_shadow_agree_call_for_call_and_the_report_checks_it(
