@@ -56,7 +56,8 @@ answers the slot API too)."""
 SETUP_FAILURES_NOTE = (
     "Every one ends `make eval-setup` (and `make eval`) with `eval set-up failed: ...` "
     "naming what is wrong, exit 1; `tests/test_eval_setup.py` provokes the sdist rows "
-    "against a local index on 127.0.0.1."
+    "against a local index on 127.0.0.1, `tests/test_eval_setup_steps.py` the weights, "
+    "build and interrupted rows (the build with a `cmake` stand-in)."
 )
 # The failure model of the set-up (evaluation/setup_model.py, evaluation/pinned_sdist.py).
 SETUP_FAILURES: tuple[tuple[str, str], ...] = (
