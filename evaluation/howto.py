@@ -56,8 +56,9 @@ answers the slot API too)."""
 SETUP_FAILURES_NOTE = (
     "Every one ends `make eval-setup` (and `make eval`) with `eval set-up failed: ...` "
     "naming what is wrong, exit 1; `tests/test_eval_setup.py` provokes the sdist rows "
-    "against a local index on 127.0.0.1, `tests/test_eval_setup_steps.py` the weights, "
-    "build and interrupted rows (the build with a `cmake` stand-in)."
+    "against a local index on 127.0.0.1, `tests/test_evaluation.py` the weights row and "
+    "`tests/test_eval_setup_steps.py` the build and interrupted rows (with a `cmake` "
+    "stand-in)."
 )
 # The failure model of the set-up (evaluation/setup_model.py, evaluation/pinned_sdist.py).
 SETUP_FAILURES: tuple[tuple[str, str], ...] = (
