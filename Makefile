@@ -65,6 +65,8 @@ bench: $(STAMP)
 
 # The real-model evaluation (docs/evaluation.md): not part of `make test`. Set-up is cached
 # outside the repository; OPENAI_BASE_URL + TFG_EVAL_MODEL point it at your own server.
+# A run writes a fresh eval-results/run-<UTC time>/; the committed records only with
+# EVAL_ARGS="--records docs/evaluation --report docs/evaluation.md".
 EVAL_ARGS ?=
 eval-setup:
 	cd tool_failure_guard && $(PYTHON) -m evaluation.setup_model

@@ -9,7 +9,9 @@ comes from a per-test responder: a list of :class:`Reply` / :class:`Fail` /
 :class:`Hang` / :class:`Raw` (a malformed or cut-short stream) taken in
 order, or a function of the request body.  Every request body is recorded
 (``requests``), and so is every client that went away in the middle of a held
-stream (``disconnects``).
+stream (``disconnects``).  It also answers llama-server's slot action
+``POST /slots/<id>?action=erase`` (``{"id_slot", "n_erased"}``), recorded in
+``slot_actions`` with the number of chat requests before it.
 
 It runs in a thread (the stdlib ``ThreadingHTTPServer``) so the agent, a
 subprocess, reaches it through the real SDK over a real socket.
@@ -109,6 +111,10 @@ class FakeOpenAI:
         self.requests: list[dict[str, Any]] = []
         self.auth: list[str] = []
         self.disconnects = 0
+        #: (chat requests received before it, path) per slot action
+        self.slot_actions: list[tuple[int, str]] = []
+        #: what slot 0 holds: the last chat request's messages (a stand-in for its tokens)
+        self.slot_cached = 0
         self.lock = threading.Lock()
         self.base_url = ""
 
@@ -126,8 +132,12 @@ class FakeOpenAI:
     def handle(self, handler: BaseHTTPRequestHandler) -> None:
         length = int(handler.headers.get("Content-Length") or 0)
         body = json.loads(handler.rfile.read(length) or b"{}")
+        if handler.path.startswith("/slots/"):
+            self._slot_action(handler)
+            return
         with self.lock:
             self.requests.append(body)
+            self.slot_cached = len(body.get("messages", []))
             self.auth.append(handler.headers.get("Authorization", ""))
         if handler.path.rstrip("/") != "/v1/chat/completions":
             self._error(handler, Fail(status=404, message=f"no route {handler.path}"))
@@ -150,6 +160,18 @@ class FakeOpenAI:
             self._stream(handler, body, answer)
         else:
             self._complete(handler, body, answer)
+
+    def _slot_action(self, handler: BaseHTTPRequestHandler) -> None:
+        """llama-server's ``POST /slots/:id_slot?action=erase``: the slot's cached tokens."""
+        slot, _, query = handler.path[len("/slots/") :].partition("?")
+        with self.lock:
+            self.slot_actions.append((len(self.requests), handler.path))
+            valid = query == "action=erase" and slot == "0"
+            erased, self.slot_cached = (self.slot_cached, 0) if valid else (0, self.slot_cached)
+        if not valid:
+            self._error(handler, Fail(status=400, message=f"no slot action {handler.path}"))
+            return
+        self._send_json(handler, 200, {"id_slot": 0, "n_erased": erased})
 
     @staticmethod
     def _send_json(

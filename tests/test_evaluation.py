@@ -9,6 +9,7 @@ the committed report is checked against the committed records.
 
 from __future__ import annotations
 
+import itertools
 import json
 import statistics
 import zipfile
@@ -16,9 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from eval_records import CAT_FAIL, READ_FAIL
+from eval_records import batch as _batch
+from eval_records import episode as _episode
 from openai_server import Answer, FakeOpenAI, Reply, call, serve
 
-from tool_failure_guard.evaluation import report, sections, setup_model
+from tool_failure_guard.evaluation import agreement, report, sections, setup_model
 from tool_failure_guard.evaluation.records import follow_up, read_records
 from tool_failure_guard.evaluation.replays import PEER_RULES, per_key_guard, shipped_guard
 from tool_failure_guard.evaluation.run import (
@@ -83,6 +87,10 @@ def harness_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, F
                 "missing-config,control-read",
                 "--cap",
                 "20",
+                "--episode-timeout",
+                "120",
+                "--cache-reset",
+                "slot-erase",
             ]
         )
     assert code == 0
@@ -123,7 +131,55 @@ def test_every_arm_runs_through_the_agent_and_the_records_say_what_happened(
         assert control["success"] and control["would_remind"] == 0 and control["tool_calls"] == 1
     meta = json.loads((records_dir / META_FILE).read_text())
     assert meta["model"] == "fake-model" and meta["seeds"] == "5"
+    assert meta["episode_timeout_s"] == 120 and meta["cache_reset"] == "slot-erase"
     assert (report_path.parent / PLOT_NAME).stat().st_size > 1000
+    assert not list(records_dir.glob("*.partial"))
+
+
+def test_the_server_slot_is_erased_before_every_episode_and_only_then(
+    harness_run: tuple[Path, Path, FakeOpenAI],
+) -> None:
+    """Each episode's first request finds an empty slot: no cache carries over between them."""
+    records_dir, _, fake = harness_run
+    records = read_records(records_dir / RECORDS_FILE)
+    firsts = [i for i, body in enumerate(fake.requests) if _turns(body) == 0]
+    assert len(firsts) == len(records) == 8
+    # one erase per episode, each right before that episode's first request
+    assert [path for _, path in fake.slot_actions] == ["/slots/0?action=erase"] * 8
+    assert [before for before, _ in fake.slot_actions] == firsts
+    erased = [r["prompt_cache"] for r in records]
+    assert all(c["reset"] == "slot-erase" for c in erased)
+    # every episode but the very first found the previous episode's prompt in the slot
+    assert erased[0]["n_erased"] == 0 and all(c["n_erased"] > 0 for c in erased[1:])
+    # off's and shadow's episodes (the first two agents) sent the very same requests
+    bounds = [*firsts, len(fake.requests)]
+    episodes = [fake.requests[a:b] for a, b in itertools.pairwise(bounds)]
+    assert [r["episode"] for r in records][:4] == [
+        f"{task}.{arm}.s5"
+        for arm in ("off", "shadow")
+        for task in ("missing-config", "control-read")
+    ]
+    assert episodes[0] == episodes[2] and episodes[1] == episodes[3]
+    assert len(episodes[0]) == 13
+
+
+def test_off_and_shadow_agree_call_for_call_and_the_report_checks_it(
+    harness_run: tuple[Path, Path, FakeOpenAI],
+) -> None:
+    records_dir, report_path, _ = harness_run
+    text = report_path.read_text()
+    records = read_records(records_dir / RECORDS_FILE)
+    assert "prompt cache was emptied before every episode (slot erase)" in text
+    assert _row(text, "shadow", "the whole episode", "2", "2/2", "0")
+    # warn and enforce made off's calls through the batch at which they reminded
+    pairs = agreement.pairs(records)
+    assert {(p.arm, p.task, p.divergence) for p in pairs if p.arm != "shadow"} == {
+        (arm, task, None)
+        for arm in ("warn", "enforce")
+        for task in ("missing-config", "control-read")
+    }
+    assert [p.through for p in pairs if p.arm == "warn" and p.task == "missing-config"] == [8]
+    assert "First divergences" not in text
 
 
 def _row(text: str, *cells: str) -> str:
@@ -147,10 +203,19 @@ def test_the_report_numbers_are_recomputed_from_the_saved_records(
             assert cells[3].split(" [")[0] == f"{calls:.0f}"
             assert cells[4].split(" [")[0] == f"{turns:.0f}"
             assert cells[-1] == f"{sum(r['success'] for r in chosen)}/{len(chosen)}"
-    # one reminder each in warn and enforce, both followed by another tool
-    assert _row(text, "shadow (none sent: baseline)", "1", "0", "0", "0", "1", "0/1")
-    assert _row(text, "warn", "1", "0", "1", "0", "0", "1/1")
-    assert _row(text, "enforce", "1", "0", "1", "0", "0", "1/1")
+    # one reminder each in warn and enforce, both followed by another tool, then success
+    changed = "1 (1 another tool, 0 same tool, another outcome)"
+    none_changed = "0 (0 another tool, 0 same tool, another outcome)"
+    baseline = ("shadow (none sent: baseline)", "1", "0", none_changed, "1 (1 the identical call)")
+    assert _row(text, *baseline, "0/1")
+    assert _row(text, "warn", "1", "0", changed, "0 (0 the identical call)", "1/1")
+    assert _row(text, "enforce", "1", "0", changed, "0 (0 the identical call)", "1/1")
+    # totals beside the medians: off's failure episode made 12 calls, warn's 9 (-3)
+    calls = {r["arm"]: r["tool_calls"] for r in records if r["task"] == "missing-config"}
+    for arm in ("warn", "enforce"):
+        delta = calls[arm] - calls["off"]
+        one = f"{delta:+d} (rests on missing-config s5: {delta:+d})"
+        assert _row(text, arm, "failure", "1", "0 · 1 · 0", str(calls[arm]), one)
     # from the (would-be) reminder on: the calls after that batch, one call per batch here
     for arm in ("shadow", "warn", "enforce"):
         (episode,) = [r for r in records if r["arm"] == arm and r["task"] == "missing-config"]
@@ -190,29 +255,6 @@ def test_the_committed_report_is_what_the_committed_records_give() -> None:
 # -- offline replays on receipts built by hand -----------------------------------------------
 
 
-def _batch(*calls: tuple[str, str, str | None]) -> dict[str, Any]:
-    """calls: (tool, args, error type or None for success)."""
-    return {
-        "calls": [
-            {
-                "name": tool,
-                "args": args,
-                "duplicate": False,
-                "terminal_status": "error" if error else "success",
-                "execution_status": "error" if error else "success",
-                "execution_error_type": error,
-                "tool_type": "native",
-                "error_text": f"{tool} failed: {error}" if error else "",
-            }
-            for tool, args, error in calls
-        ]
-    }
-
-
-READ_FAIL = ("read_file", '{"path": "config.yaml"}', "file_not_found")
-CAT_FAIL = ("run_shell_command", '{"command": "cat config.yaml"}', "shell_execute_error")
-
-
 def test_alternating_failures_restart_the_shipped_streak_but_not_the_per_key_what_if() -> None:
     alternating = [_batch(READ_FAIL) if i % 2 == 0 else _batch(CAT_FAIL) for i in range(20)]
     assert shipped_guard(alternating) == (None, None)
@@ -237,20 +279,6 @@ def test_peer_rules_fire_on_identical_calls_and_repeated_error_text() -> None:
         3,
         None,
     ]
-
-
-def _episode(arm: str, kind: str, batches: list[dict[str, Any]], **fields: Any) -> dict[str, Any]:
-    return {
-        "arm": arm,
-        "kind": kind,
-        "task": "t",
-        "seed": 1,
-        "batches": batches,
-        "tool_calls": sum(len(b["calls"]) for b in batches),
-        "decisions": ["none"] * len(batches),
-        "final_text": "",
-        **fields,
-    }
 
 
 def test_model_behaviour_counts_calls_written_as_text_and_repeats_within_a_batch() -> None:

@@ -9,14 +9,24 @@ agent talks to the endpoint through the official ``openai`` SDK.  When the
 agent has exited (its telemetry flushed),
 :func:`~tool_failure_guard.evaluation.records.episode_record`
 reads the agent's own telemetry and history into the episode's record.
+
+Reproducibility: before each episode's prompt the server's prompt cache is
+emptied (``Settings.cache_reset == "slot-erase"``: llama-server's slot API,
+see :mod:`~tool_failure_guard.evaluation.server`), and every episode of a task
+runs in a workspace at the same path (and with the same HOME) whatever its arm
+and seed, so the off and shadow episodes of a task and seed send the server the
+same requests until a reminder or a stop makes them differ; a divergence
+before that is nondeterminism left in the server, which the report's
+reproducibility check names.
 """
 
 from __future__ import annotations
 
 import asyncio
+import shutil
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +35,7 @@ from acp import text_block
 from acp.schema import McpServerStdio
 
 from tool_failure_guard.evaluation.records import episode_record
+from tool_failure_guard.evaluation.server import EndpointError, erase_slot
 from tool_failure_guard.evaluation.tasks import MCP_SERVER_NAME, Task
 from tool_failure_guard.session.config.envconfig import MCP_TIMEOUT_ENV_VAR, TOOL_CALL_CAP_ENV_VAR
 from tool_failure_guard.session.transport.client import RecordingClient, spawn_guarded_agent_process
@@ -49,6 +60,9 @@ class Settings:
     mcp_timeout_s: float = 3.0
     #: harness limit on one episode; an episode past it is recorded as "harness_timeout"
     episode_timeout_s: float = 900.0
+    #: "slot-erase": empty llama-server's slot 0 at ``root_url`` before every episode
+    cache_reset: str = "none"
+    root_url: str = ""
 
 
 def episode_id(task: Task, arm: str, seed: int) -> str:
@@ -75,6 +89,24 @@ class Driven:
     acp_stop: str  #: the ACP stop reason, "harness_timeout" or "error: ..."
     wall_s: float
     meta: dict[str, Any]
+    #: how the server's prompt cache stood at the episode's start (the record's ``prompt_cache``)
+    prompt_cache: dict[str, Any] = attrs.field(factory=dict)
+
+
+#: Called with each episode's outcome as soon as its prompt ends (progress).
+OnEpisode = Callable[[Driven], None]
+
+
+def _error_text(exc: BaseException) -> str:
+    data = getattr(exc, "data", None)
+    return f"error: {exc}" + (f" ({data})" if data else "")
+
+
+async def _reset_cache(settings: Settings) -> dict[str, Any]:
+    if settings.cache_reset != "slot-erase":
+        return {"reset": "none"}
+    erased = await asyncio.to_thread(erase_slot, settings.root_url)
+    return {"reset": "slot-erase", "n_erased": erased}
 
 
 async def _prompt(conn: Any, task: Task, root: Path, settings: Settings) -> Driven:
@@ -82,6 +114,10 @@ async def _prompt(conn: Any, task: Task, root: Path, settings: Settings) -> Driv
     task.build(project)
     session = await conn.new_session(cwd=str(project), mcp_servers=_mcp_servers(task))
     sid = session.session_id
+    try:
+        cache = await _reset_cache(settings)
+    except EndpointError as error:
+        return Driven(task, root, sid, f"error: {error}"[:300], 0.0, {}, {"reset": "failed"})
     started = time.monotonic()
     try:
         response = await asyncio.wait_for(
@@ -90,18 +126,28 @@ async def _prompt(conn: Any, task: Task, root: Path, settings: Settings) -> Driv
         )
     except TimeoutError:
         await conn.cancel(session_id=sid)
-        return Driven(task, root, sid, "harness_timeout", time.monotonic() - started, {})
+        wall = time.monotonic() - started
+        return Driven(task, root, sid, "harness_timeout", wall, {}, cache)
     except Exception as exc:  # the prompt failed: recorded, never a verdict
-        return Driven(task, root, sid, f"error: {exc}"[:300], time.monotonic() - started, {})
+        wall = time.monotonic() - started
+        return Driven(task, root, sid, _error_text(exc)[:300], wall, {}, cache)
     meta = dict((response.field_meta or {}).get("toolFailureGuard") or {})
-    return Driven(task, root, sid, str(response.stop_reason), time.monotonic() - started, meta)
+    wall = time.monotonic() - started
+    return Driven(task, root, sid, str(response.stop_reason), wall, meta, cache)
 
 
 async def _drive(
-    tasks: Sequence[Task], arm: str, seed: int, settings: Settings, group: Path
+    tasks: Sequence[Task],
+    arm: str,
+    seed: int,
+    settings: Settings,
+    group: Path,
+    workspaces: Path,
+    on_episode: OnEpisode | None,
 ) -> list[Driven]:
     """One agent process for ``arm`` and ``seed``; one fresh session per task."""
-    home, state = group / "home", group / "state"
+    # HOME, like the workspaces, is at one path for every arm and seed (see run_group)
+    home, state = workspaces.parent / "home", group / "state"
     home.mkdir(parents=True, exist_ok=True)
     args = [
         "--model",
@@ -138,25 +184,40 @@ async def _drive(
             stderr=stderr,
         ) as (conn, _process):
             for task in tasks:
-                driven.append(await _prompt(conn, task, group / task.name, settings))
+                done = await _prompt(conn, task, workspaces / task.name, settings)
+                driven.append(done)
+                if on_episode is not None:
+                    on_episode(done)
     return driven
 
 
 def run_group(
-    tasks: Sequence[Task], arm: str, seed: int, settings: Settings, work: Path
+    tasks: Sequence[Task],
+    arm: str,
+    seed: int,
+    settings: Settings,
+    work: Path,
+    on_episode: OnEpisode | None = None,
 ) -> list[dict[str, Any]]:
     """Run ``tasks`` in one agent (``arm``, ``seed``) under ``work``; their records.
 
     One agent process serves all the tasks of an arm and seed (each in its own
     session and workspace): starting the agent costs more than a short episode.
     The records are read after the agent exited, when its telemetry is flushed.
+    The workspaces are made at ``work/workspace/<task>/project`` for every arm
+    and seed, and the agent's HOME is ``work/home`` (the same paths, so the same
+    text wherever a path reaches the model); the workspaces are moved to
+    ``work/<arm>.s<seed>/<task>`` once the records are read.
     """
     if arm not in ARMS:
         raise ValueError(f"unknown arm {arm!r}; arms: {', '.join(ARMS)}")
     group = work / f"{arm}.s{seed}"
     group.mkdir(parents=True, exist_ok=False)
-    driven = asyncio.run(_drive(tasks, arm, seed, settings, group))
-    return [
+    workspaces = work / "workspace"
+    shutil.rmtree(workspaces, ignore_errors=True)
+    shutil.rmtree(work / "home", ignore_errors=True)
+    driven = asyncio.run(_drive(tasks, arm, seed, settings, group, workspaces, on_episode))
+    records = [
         episode_record(
             task=d.task,
             arm=arm,
@@ -169,6 +230,10 @@ def run_group(
             acp_stop=d.acp_stop,
             wall_s=d.wall_s,
             meta=d.meta,
+            prompt_cache=d.prompt_cache,
         )
         for d in driven
     ]
+    for d in driven:
+        shutil.move(d.root, group / d.task.name)
+    return records

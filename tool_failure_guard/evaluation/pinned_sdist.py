@@ -210,12 +210,23 @@ def find_file(
 # -- download and unpack ----------------------------------------------------------------------
 
 
-def download(url: str, target: Path, sha256: str, size: int, context: ssl.SSLContext) -> Path:
-    """Stream ``url`` into ``target`` only if it is exactly ``size`` bytes with ``sha256``."""
+def download(
+    url: str,
+    target: Path,
+    sha256: str,
+    size: int,
+    context: ssl.SSLContext,
+    log: Callable[[str], None] | None = None,
+) -> Path:
+    """Stream ``url`` into ``target`` only if it is exactly ``size`` bytes with ``sha256``.
+
+    ``log`` hears the progress in tenths of ``size``.
+    """
     partial = target.with_name(target.name + ".partial")
     target.parent.mkdir(parents=True, exist_ok=True)
     digest = hashlib.sha256()
     got = 0
+    tenth = 0
     try:
         with _open(url, context, "*/*") as response, partial.open("wb") as out:
             while chunk := response.read(1 << 20):
@@ -224,6 +235,9 @@ def download(url: str, target: Path, sha256: str, size: int, context: ssl.SSLCon
                     break
                 digest.update(chunk)
                 out.write(chunk)
+                if log is not None and got * 10 // size > tenth:
+                    tenth = got * 10 // size
+                    log(f"{target.name}: {got >> 20} of {size >> 20} MiB")
     except (urllib.error.URLError, OSError) as error:
         partial.unlink(missing_ok=True)
         raise FetchError(f"downloading {redact(url)} failed: {error}") from None
@@ -272,7 +286,7 @@ def fetch(
                 "refusing it (nothing was downloaded)"
             )
         log(f"downloading {filename} from {redact(url)}")
-        return download(_with_credentials(url, index), target, sha256, size, context)
+        return download(_with_credentials(url, index), target, sha256, size, context, log)
     shown = ", ".join(redact(url) for url in indexes)
     raise FetchError(f"no index lists {filename} (searched {shown})")
 

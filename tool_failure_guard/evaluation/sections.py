@@ -12,7 +12,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tool_failure_guard.evaluation import stats
+from tool_failure_guard.evaluation import stats, totals
 from tool_failure_guard.evaluation.replays import (
     PEER_RULES,
     per_key_guard,
@@ -49,6 +49,19 @@ def meta_table(meta: Mapping[str, Any], records: Sequence[Record]) -> list[str]:
         ("date (UTC)", str(meta.get("date", "?"))),
         ("sampling", str(meta.get("sampling", "?"))),
         ("per-prompt tool-call cap", str(meta.get("tool_call_cap", "?"))),
+        (
+            "prompt cache between episodes",
+            {
+                "slot-erase": "emptied before every episode (slot erase, --cache-ram 0)",
+                "none": "not reset",
+            }.get(
+                str(meta.get("cache_reset")),
+                "not recorded (the run predates the per-episode reset: carried over)",
+            ),
+        ),
+        ("harness timeout per episode", f"{meta['episode_timeout_s']:g} s")
+        if "episode_timeout_s" in meta
+        else ("harness timeout per episode", "900 s (not recorded: the default then)"),
         ("seeds", str(meta.get("seeds", "?"))),
         ("episodes", str(len(records))),
         ("measured run time", str(meta.get("run_time", "?"))),
@@ -105,27 +118,6 @@ def endings(records: Sequence[Record]) -> list[str]:
         chosen = groups[(arm,)]
         rows.append([arm, *(str(sum(stats.stop_label(r) == lb for r in chosen)) for lb in labels)])
     return table(("arm", *labels), rows)
-
-
-def follow_ups(records: Sequence[Record]) -> list[str]:
-    outcomes = ("no_tool_calls", "another_tool", "another_key", "repeated")
-    rows = []
-    for arm in ("shadow", "warn", "enforce"):
-        chosen = [r for r in records if r["arm"] == arm]
-        if not chosen:
-            continue
-        counts = stats.follow_up_counts(chosen)
-        total = sum(counts.values())
-        changed = total - counts.get("repeated", 0)
-        rows.append(
-            [
-                arm + (" (none sent: baseline)" if arm == "shadow" else ""),
-                str(total),
-                *(str(counts.get(o, 0)) for o in outcomes),
-                stats.share(changed, total),
-            ]
-        )
-    return table(("arm", "reminders (shadow: would-be)", *outcomes, "changed course"), rows)
 
 
 def controls(records: Sequence[Record]) -> list[str]:
@@ -284,6 +276,11 @@ def calls_after_reminder(record: Record) -> int | None:
 def after_reminder(records: Sequence[Record]) -> list[str]:
     """What the episodes that reached the reminder did from there on, per arm."""
     rows = []
+    paired = {
+        (r["arm"], (r["task"], r["seed"])): float(calls_after_reminder(r) or 0)
+        for r in records
+        if reminder_index(r) is not None
+    }
     for arm in ("shadow", "warn", "enforce"):
         chosen = [r for r in records if r["arm"] == arm and reminder_index(r) is not None]
         if not chosen:
@@ -299,6 +296,7 @@ def after_reminder(records: Sequence[Record]) -> list[str]:
                 str(len(chosen)),
                 stats.fmt_interval(stats.median_interval(after)),
                 stats.fmt(sum(after)),
+                "–" if arm == "shadow" else totals.after_reminder_difference(paired, arm),
                 ", ".join(f"{label} {n}" for label, n in sorted(ends.items())),
                 ", ".join(sorted(f"{r['task']} s{r['seed']}" for r in chosen)),
                 stats.share(sum(bool(r["success"]) for r in chosen), len(chosen)),
@@ -312,6 +310,7 @@ def after_reminder(records: Sequence[Record]) -> list[str]:
             "episodes reaching the reminder",
             "calls after it (median)",
             "calls after it (total)",
+            "vs shadow (paired)",
             "ended by",
             "episodes (task, seed)",
             "success",

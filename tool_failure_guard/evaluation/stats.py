@@ -72,14 +72,6 @@ def stop_label(record: Record) -> str:
     return str(record.get("stop_reason") or record.get("acp_stop") or "unknown")
 
 
-def follow_up_counts(records: Iterable[Record]) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for record in records:
-        for outcome in record.get("follow_ups", []):
-            counts[outcome] = counts.get(outcome, 0) + 1
-    return counts
-
-
 def fmt(value: float) -> str:
     return f"{value:.0f}" if value == int(value) else f"{value:.1f}"
 
