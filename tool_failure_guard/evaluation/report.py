@@ -145,7 +145,7 @@ def render(records: Sequence[Record], meta: Mapping[str, Any], *, plot_name: str
         "the saved episode records (`docs/evaluation/episodes.jsonl`, from the agent's own "
         "`--telemetry file:` output and session history); `tests/test_evaluation.py` "
         "and `tests/test_eval_checks.py` recompute them. The agent runs with "
-        "`evaluation/system_prompt.txt`: the built-in "
+        "`tool_failure_guard/evaluation/system_prompt.txt`: the built-in "
         'system prompt plus "make the call, never describe it" (with the built-in one '
         "alone this 1.5B model mostly described its calls in prose and made none). Each "
         "arm and seed is one agent process; each task is a fresh session in a fresh "
