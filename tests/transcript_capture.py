@@ -1,0 +1,401 @@
+"""Run the real Claude Code and Codex CLIs against the local fakes and keep their logs.
+
+Claude Code (``@anthropic-ai/claude-code``) runs ``claude -p ... --output-format
+stream-json --verbose`` with ``ANTHROPIC_BASE_URL`` at
+:mod:`agent_fakes.anthropic_messages`, a private ``HOME`` (its session log is
+``$HOME/.claude/projects/<cwd>/<session>.jsonl``) and every non-essential request
+switched off.  The Codex CLI (``@openai/codex``) runs ``codex exec --json`` with a
+private ``CODEX_HOME`` whose ``config.toml`` names a model provider at
+:mod:`agent_fakes.openai_responses` (``wire_api = "responses"``); its rollout is
+``$CODEX_HOME/sessions/YYYY/MM/DD/rollout-*.jsonl``.
+
+Where the CLIs are installed is :data:`AGENTS_PREFIX_ENV` (an npm prefix holding
+both; see ``tests/fixtures/transcripts/*/README.md``).  ``python
+tests/transcript_capture.py OUT_DIR`` writes the fixtures afresh, scrubbed: the
+temporary directory becomes ``/tmp/capture``, and the agents' own long
+instruction texts are trimmed (they are the vendors', not ours).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+from agent_fakes.anthropic_messages import FakeAnthropic, serve_anthropic
+from agent_fakes.openai_responses import FakeResponses, serve_responses
+from agent_fakes.script import Call, Turn
+
+ROOT = Path(__file__).resolve().parent.parent
+#: Where ``make setup`` installs both CLIs (``npm ci --prefix .agents``); the environment
+#: variable points elsewhere (another npm prefix holding both).
+AGENTS_PREFIX_ENV = "TOOL_FAILURE_GUARD_AGENTS_PREFIX"
+DEFAULT_PREFIX = ROOT / ".agents"
+CLAUDE_VERSION = "2.1.197"
+CODEX_VERSION = "0.169.0"
+SCRUBBED_ROOT = "/tmp/capture"
+TRIMMED = "[trimmed by tests/transcript_capture.py]"
+MCP_FILESYSTEM = (
+    ROOT
+    / ".mcp-servers"
+    / "node_modules"
+    / "@modelcontextprotocol"
+    / "server-filesystem"
+    / "dist"
+    / "index.js"
+)
+HOW_TO_GET_THEM = (
+    "needs Node.js 20+ with npm and the pinned CLIs: install Node.js, then run `make setup` "
+    "(runs `npm ci --prefix .agents`)"
+)
+
+
+class AgentUnavailable(RuntimeError):
+    """A CLI cannot run here; the message says why and how to get it."""
+
+
+def _prefix() -> Path:
+    value = os.environ.get(AGENTS_PREFIX_ENV)
+    return Path(value) if value else DEFAULT_PREFIX
+
+
+def _package(name: str, version: str, entry: str) -> Path:
+    if shutil.which("node") is None:
+        raise AgentUnavailable(f"{name} unavailable (node is not on PATH); {HOW_TO_GET_THEM}")
+    package = _prefix() / "node_modules" / name
+    manifest = package / "package.json"
+    if not manifest.is_file() or not (package / entry).is_file():
+        raise AgentUnavailable(
+            f"{name} unavailable (not installed in {package}); {HOW_TO_GET_THEM}"
+        )
+    found = json.loads(manifest.read_text(encoding="utf-8")).get("version")
+    if found != version:
+        raise AgentUnavailable(
+            f"{name} {found} is installed, the fixtures pin {version}; run `make setup`"
+        )
+    return package / entry
+
+
+def claude_binary() -> Path:
+    """Claude Code's native binary (the package's ``bin/claude.exe``)."""
+    return _package("@anthropic-ai/claude-code", CLAUDE_VERSION, "bin/claude.exe")
+
+
+def codex_script() -> Path:
+    """The Codex CLI's launcher (``bin/codex.js``, which runs the platform's native binary)."""
+    return _package("@openai/codex", CODEX_VERSION, "bin/codex.js")
+
+
+@attrs.frozen
+class Captured:
+    """The files one run left: the session log (and the stream-json stdout, Claude Code)."""
+
+    root: Path
+    session_log: Path
+    stdout: str
+    returncode: int
+
+
+def _workspace(root: Path) -> Path:
+    ws = root / "ws"
+    ws.mkdir()
+    (ws / "present.txt").write_text("hello\n", encoding="utf-8")
+    return ws
+
+
+# -- Claude Code ------------------------------------------------------------------------
+
+
+def _read(path: str) -> Call:
+    return Call(name="Read", arguments={"file_path": path})
+
+
+def _bash(command: str, **more: Any) -> Call:
+    return Call(name="Bash", arguments={"command": command, "description": "run it", **more})
+
+
+def claude_failing_turns(ws: Path) -> list[Turn]:
+    missing = str(ws / "missing.txt")
+    return [
+        Turn(text="I will read it both ways.", calls=(_read(missing), _bash("cat missing.txt"))),
+        Turn(calls=(_read(missing),)),
+        Turn(text="Once more, twice.", calls=(_read(missing), _read(missing))),
+        Turn(calls=(_bash("cat missing.txt"),)),
+        Turn(calls=(Call(name="Read", arguments={}), Call(name="NoSuchTool", arguments={}))),
+        Turn(
+            calls=(Call(name="Write", arguments={"file_path": str(ws / "x.txt"), "content": "x"}),)
+        ),
+        Turn(calls=(Call(name="mcp__fs__read_text_file", arguments={"path": missing}),)),
+        Turn(calls=(Call(name="mcp__fs__list_allowed_directories", arguments={}),)),
+        Turn(calls=(_bash("sleep 5", timeout=1000),)),
+    ]
+
+
+def claude_success_turns(ws: Path) -> list[Turn]:
+    return [
+        Turn(
+            text="Reading and checking.",
+            calls=(_read(str(ws / "present.txt")), _bash("echo ok")),
+        ),
+        Turn(
+            calls=(
+                Call(
+                    name="Write", arguments={"file_path": str(ws / "new.txt"), "content": "made\n"}
+                ),
+            )
+        ),
+    ]
+
+
+def run_claude(
+    turns_of: Any, *, allowed: Sequence[str], max_turns: int | None = None, mcp: Path | None = None
+) -> Captured:
+    binary = claude_binary()
+    root = Path(tempfile.mkdtemp(prefix="tfg-claude-"))
+    home = root / "home"
+    home.mkdir()
+    ws = _workspace(root)
+    fake = FakeAnthropic(turns_of(ws), final="I could not do it." if max_turns else "Done.")
+    with serve_anthropic(fake):
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": str(home),
+            "ANTHROPIC_BASE_URL": fake.base_url,
+            "ANTHROPIC_API_KEY": "sk-ant-fake-key",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            "DISABLE_TELEMETRY": "1",
+            "DISABLE_AUTOUPDATER": "1",
+            "DISABLE_ERROR_REPORTING": "1",
+        }
+        command = [
+            str(binary),
+            "-p",
+            "Read missing.txt",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+            "--model",
+            "claude-sonnet-4-5",
+            "--permission-mode",
+            "default",
+            "--allowedTools",
+            *allowed,
+        ]
+        if max_turns is not None:
+            command += ["--max-turns", str(max_turns)]
+        if mcp is not None:
+            config = {"mcpServers": {"fs": {"command": "node", "args": [str(mcp), str(ws)]}}}
+            command += ["--mcp-config", json.dumps(config), "--strict-mcp-config"]
+        done = subprocess.run(
+            command,
+            cwd=ws,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=240,
+            stdin=subprocess.DEVNULL,
+        )
+    logs = sorted((home / ".claude" / "projects").glob("*/*.jsonl"))
+    if not logs:
+        raise RuntimeError(f"Claude Code left no session log: {done.stderr[-2000:]}")
+    return Captured(root, logs[0], done.stdout, done.returncode)
+
+
+# -- Codex CLI --------------------------------------------------------------------------
+
+
+def _exec(command: str, **more: Any) -> Call:
+    return Call(name="exec_command", arguments={"cmd": command, **more})
+
+
+def codex_failing_turns() -> list[Turn]:
+    return [
+        Turn(text="Looking both ways.", calls=(_exec("cat missing.txt"), _exec("ls nope"))),
+        Turn(calls=(_exec("cat missing.txt"),)),
+        Turn(calls=(_exec("cat missing.txt"), _exec("cat missing.txt"))),
+        Turn(calls=(Call(name="exec_command", arguments={"command": "cat missing.txt"}),)),
+        Turn(calls=(Call(name="shell", arguments={"command": ["cat", "missing.txt"]}),)),
+        Turn(calls=(Call(name="exec_command", arguments='{"cmd": "cat'),)),
+        Turn(
+            calls=(
+                _exec("touch made.txt", sandbox_permissions="require_escalated", justification="x"),
+            )
+        ),
+        Turn(calls=(_exec("touch made.txt"),)),
+        Turn(calls=(Call(name="mcp__fs__read_text_file", arguments={"path": "missing.txt"}),)),
+        Turn(calls=(Call(name="mcp__fs__list_allowed_directories", arguments={}),)),
+    ]
+
+
+def codex_success_turns() -> list[Turn]:
+    return [Turn(text="Reading and checking.", calls=(_exec("cat present.txt"), _exec("echo ok")))]
+
+
+def run_codex(
+    turns: list[Turn], *, final: str | None, sandbox: str, mcp: Path | None = None
+) -> Captured:
+    script = codex_script()
+    root = Path(tempfile.mkdtemp(prefix="tfg-codex-"))
+    home = root / "home"
+    codex_home = root / "codex-home"
+    home.mkdir()
+    codex_home.mkdir()
+    ws = _workspace(root)
+    fake = FakeResponses(turns, final=final)
+    with serve_responses(fake):
+        (codex_home / "config.toml").write_text(
+            "\n".join(
+                [
+                    'model = "test-model"',
+                    'model_provider = "fake"',
+                    "[model_providers.fake]",
+                    'name = "fake"',
+                    f'base_url = "{fake.base_url}"',
+                    'wire_api = "responses"',
+                    'env_key = "FAKE_API_KEY"',
+                    "request_max_retries = 0",
+                    "stream_max_retries = 0",
+                    *(
+                        [
+                            "[mcp_servers.fs]",
+                            'command = "node"',
+                            f"args = {json.dumps([str(mcp), str(ws)])}",
+                        ]
+                        if mcp is not None
+                        else []
+                    ),
+                    "",
+                ]
+            ),
+            encoding="utf-8",
+        )
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": str(home),
+            "CODEX_HOME": str(codex_home),
+            "FAKE_API_KEY": "sk-fake-key",
+        }
+        done = subprocess.run(
+            [
+                "node",
+                str(script),
+                "exec",
+                "--json",
+                "--skip-git-repo-check",
+                "-s",
+                sandbox,
+                "Read missing.txt",
+            ],
+            cwd=ws,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=240,
+            stdin=subprocess.DEVNULL,
+        )
+    logs = sorted((codex_home / "sessions").glob("**/rollout-*.jsonl"))
+    if not logs:
+        raise RuntimeError(f"Codex left no rollout: {done.stderr[-2000:]}")
+    return Captured(root, logs[0], done.stdout, done.returncode)
+
+
+# -- scrubbing --------------------------------------------------------------------------
+
+
+def _trim(value: Any, keys: frozenset[str]) -> Any:
+    if isinstance(value, dict):
+        return {
+            k: (TRIMMED if k in keys and isinstance(v, (str, list)) else _trim(v, keys))
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [_trim(v, keys) for v in value]
+    return value
+
+
+def scrub_lines(text: str, root: Path, *, kind: str) -> str:
+    """The log with the temporary root replaced, and vendor instruction texts trimmed."""
+    out = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        record = json.loads(line)
+        if kind == "claude-code":
+            if "attachment" in record:
+                record["attachment"] = _trim(
+                    record["attachment"], frozenset({"content", "addedLines"})
+                )
+        else:
+            payload = record.get("payload") or {}
+            if record.get("type") == "session_meta":
+                payload["base_instructions"] = TRIMMED
+            if record.get("type") == "world_state":
+                record["payload"] = _trim(payload, frozenset({"instructions", "text"}))
+            if payload.get("type") == "message" and payload.get("role") in ("developer", "system"):
+                payload["content"] = [{"type": "input_text", "text": TRIMMED}]
+        line = json.dumps(record, ensure_ascii=False, separators=(",", ":"))
+        line = line.replace(str(root), SCRUBBED_ROOT)
+        line = re.sub(re.escape(str(root).replace("/", "-")), SCRUBBED_ROOT.replace("/", "-"), line)
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
+def capture_claude() -> dict[str, Captured]:
+    """The failing run (with the MCP filesystem server where installed) and the successful one."""
+    mcp = MCP_FILESYSTEM if MCP_FILESYSTEM.is_file() else None
+    return {
+        "failing": run_claude(
+            claude_failing_turns, allowed=["Read", "Bash", "mcp__fs"], max_turns=9, mcp=mcp
+        ),
+        "success": run_claude(claude_success_turns, allowed=["Read", "Bash", "Write"]),
+    }
+
+
+def capture_codex() -> dict[str, Captured]:
+    mcp = MCP_FILESYSTEM if MCP_FILESYSTEM.is_file() else None
+    return {
+        "failing": run_codex(codex_failing_turns(), final=None, sandbox="read-only", mcp=mcp),
+        "success": run_codex(codex_success_turns(), final="Done.", sandbox="read-only"),
+    }
+
+
+def write_claude(captured: dict[str, Captured], out: Path) -> list[Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, run in captured.items():
+        log = run.session_log.read_text(encoding="utf-8")
+        for suffix, text in (("session", log), ("stream", run.stdout)):
+            target = out / f"{name}.{suffix}.jsonl"
+            target.write_text(scrub_lines(text, run.root, kind="claude-code"), encoding="utf-8")
+            written.append(target)
+    return written
+
+
+def write_codex(captured: dict[str, Captured], out: Path) -> list[Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, run in captured.items():
+        target = out / f"{name}.rollout.jsonl"
+        text = run.session_log.read_text(encoding="utf-8")
+        target.write_text(scrub_lines(text, run.root, kind="codex"), encoding="utf-8")
+        written.append(target)
+    return written
+
+
+def main(out: Path) -> None:
+    for path in write_claude(capture_claude(), out / "claude-code"):
+        print(path)
+    for path in write_codex(capture_codex(), out / "codex"):
+        print(path)
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]))
