@@ -9,8 +9,8 @@ private ``CODEX_HOME`` whose ``config.toml`` names a model provider at
 :mod:`agent_fakes.openai_responses` (``wire_api = "responses"``); its rollout is
 ``$CODEX_HOME/sessions/YYYY/MM/DD/rollout-*.jsonl``.
 
-Where the CLIs are installed is :data:`AGENTS_PREFIX_ENV` (an npm prefix holding
-both; see ``tests/fixtures/transcripts/*/README.md``).  ``python
+Where the CLIs are installed: :mod:`agent_clis` (``.agents/``, or the npm prefix
+``$TOOL_FAILURE_GUARD_AGENTS_PREFIX``; see ``tests/fixtures/transcripts/*/README.md``).  ``python
 tests/transcript_capture.py OUT_DIR`` writes the fixtures afresh, scrubbed: the
 temporary directory becomes ``/tmp/capture``, and the agents' own long
 instruction texts are trimmed (they are the vendors', not ours).
@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -30,17 +29,12 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+from agent_clis import claude_binary, codex_script
 from agent_fakes.anthropic_messages import FakeAnthropic, serve_anthropic
 from agent_fakes.openai_responses import FakeResponses, serve_responses
 from agent_fakes.script import Call, Turn
 
 ROOT = Path(__file__).resolve().parent.parent
-#: Where ``make setup`` installs both CLIs (``npm ci --prefix .agents``); the environment
-#: variable points elsewhere (another npm prefix holding both).
-AGENTS_PREFIX_ENV = "TOOL_FAILURE_GUARD_AGENTS_PREFIX"
-DEFAULT_PREFIX = ROOT / ".agents"
-CLAUDE_VERSION = "2.1.197"
-CODEX_VERSION = "0.169.0"
 SCRUBBED_ROOT = "/tmp/capture"
 TRIMMED = "[trimmed by tests/transcript_capture.py]"
 MCP_FILESYSTEM = (
@@ -52,46 +46,6 @@ MCP_FILESYSTEM = (
     / "dist"
     / "index.js"
 )
-HOW_TO_GET_THEM = (
-    "needs Node.js 20+ with npm and the pinned CLIs: install Node.js, then run `make setup` "
-    "(runs `npm ci --prefix .agents`)"
-)
-
-
-class AgentUnavailable(RuntimeError):
-    """A CLI cannot run here; the message says why and how to get it."""
-
-
-def _prefix() -> Path:
-    value = os.environ.get(AGENTS_PREFIX_ENV)
-    return Path(value) if value else DEFAULT_PREFIX
-
-
-def _package(name: str, version: str, entry: str) -> Path:
-    if shutil.which("node") is None:
-        raise AgentUnavailable(f"{name} unavailable (node is not on PATH); {HOW_TO_GET_THEM}")
-    package = _prefix() / "node_modules" / name
-    manifest = package / "package.json"
-    if not manifest.is_file() or not (package / entry).is_file():
-        raise AgentUnavailable(
-            f"{name} unavailable (not installed in {package}); {HOW_TO_GET_THEM}"
-        )
-    found = json.loads(manifest.read_text(encoding="utf-8")).get("version")
-    if found != version:
-        raise AgentUnavailable(
-            f"{name} {found} is installed, the fixtures pin {version}; run `make setup`"
-        )
-    return package / entry
-
-
-def claude_binary() -> Path:
-    """Claude Code's native binary (the package's ``bin/claude.exe``)."""
-    return _package("@anthropic-ai/claude-code", CLAUDE_VERSION, "bin/claude.exe")
-
-
-def codex_script() -> Path:
-    """The Codex CLI's launcher (``bin/codex.js``, which runs the platform's native binary)."""
-    return _package("@openai/codex", CODEX_VERSION, "bin/codex.js")
 
 
 @attrs.frozen

@@ -64,9 +64,9 @@ def records(path: str, *, limit: int = MAX_LINE_CHARS) -> Iterator[tuple[int, di
         raise TranscriptError(path, None, f"larger than {MAX_FILE_BYTES} bytes")
     if size == 0:
         raise TranscriptError(path, None, "empty file")
+    number = 0
     try:
         with open(path, encoding="utf-8") as handle:
-            number = 0
             while True:
                 text = handle.readline(limit + 1)
                 if not text:
@@ -90,7 +90,7 @@ def records(path: str, *, limit: int = MAX_LINE_CHARS) -> Iterator[tuple[int, di
                     )
                 yield number, value
     except UnicodeDecodeError:
-        raise TranscriptError(path, None, "not UTF-8 text") from None
+        raise TranscriptError(path, number + 1, "not UTF-8 text") from None
 
 
 def head_records(head: bytes) -> list[dict[str, Any]]:
