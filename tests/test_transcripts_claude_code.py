@@ -404,3 +404,21 @@ def test_an_empty_or_missing_file(tmp_path: Path) -> None:
     assert str(_error(empty)) == f"{empty}: empty file"
     error = _error(tmp_path / "absent.jsonl")
     assert error.line is None and "cannot read" in str(error)
+
+
+def test_claude_codes_own_user_notes_are_not_prompts(tmp_path: Path) -> None:
+    def add_notes(records: list[Record]) -> list[Record]:
+        base = next(r for r in records if r.get("type") == "user")
+        notes = []
+        for content in (
+            [{"type": "text", "text": "[Request interrupted by user]"}],
+            "<command-name>/cost</command-name>",
+            "<local-command-stdout>$0.00</local-command-stdout>",
+        ):
+            note = dict(base, message={"role": "user", "content": content})
+            notes.append(note)
+        meta = dict(base, isMeta=True)
+        at = next(i for i, r in enumerate(records) if _result_of(r, "toolu_0100fake"))
+        return records[:at] + notes + [meta] + records[at:]
+
+    assert outcome_rows(only(edited(SUCCESS_SESSION, tmp_path / "s.jsonl", add_notes))) == SUCCESS

@@ -49,6 +49,8 @@ _NOT_A_PROMPT_PREFIXES: Final = (
     "<local-command-",
     "<bash-input>",
     "<bash-stdout>",
+    "<system-reminder>",
+    "[Request interrupted by user",
     "Caveat: ",
 )
 
@@ -132,17 +134,20 @@ def _blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _is_prompt(record: dict[str, Any], message: dict[str, Any]) -> bool:
-    if (
-        record.get("isMeta")
-        or record.get("isCompactSummary")
-        or record.get("isVisibleInTranscriptOnly")
-    ):
+    """A user's prompt: not tool results, not Claude Code's own notes (meta, slash-command
+    echoes, an interruption marker, a compaction summary)."""
+    if record.get("isMeta") or record.get("isCompactSummary"):
+        return False
+    if record.get("isVisibleInTranscriptOnly"):
         return False
     content = message.get("content")
     if isinstance(content, str):
         return not content.lstrip().startswith(_NOT_A_PROMPT_PREFIXES)
     blocks = _blocks(message)
-    return bool(blocks) and all(b.get("type") != "tool_result" for b in blocks)
+    if not blocks or any(b.get("type") == "tool_result" for b in blocks):
+        return False
+    texts = [str(b.get("text", "")) for b in blocks if b.get("type") == "text"]
+    return not texts or not all(t.lstrip().startswith(_NOT_A_PROMPT_PREFIXES) for t in texts)
 
 
 def _tokens(turn: _Turn, message: dict[str, Any], *, final: bool) -> None:
