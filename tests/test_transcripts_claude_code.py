@@ -286,15 +286,24 @@ def test_a_call_without_a_result_is_unknown(tmp_path: Path) -> None:
     )
 
 
-def test_each_prompt_of_a_session_is_a_run(tmp_path: Path) -> None:
-    def twice(records: list[Record]) -> list[Record]:
-        return records + [dict(r) for r in records]
+TWO_SESSION = CLAUDE / "two-prompts.session.jsonl"
+TWO_STREAM = CLAUDE / "two-prompts.stream.jsonl"
 
-    runs = list(claude_code.read(edited(SUCCESS_SESSION, tmp_path / "s.jsonl", twice)))
-    session = lines_of(SUCCESS_SESSION)[0]["sessionId"]
+
+@pytest.mark.parametrize("path", [TWO_SESSION, TWO_STREAM])
+def test_each_prompt_is_a_run(path: Path) -> None:
+    # the real `claude -p` then `claude -p --continue`: one session, two prompts
+    runs = list(claude_code.read(str(path)))
+    session = lines_of(TWO_SESSION)[0]["sessionId"]
     assert [r.run_id for r in runs] == [f"{session}/1", f"{session}/2"]
-    assert [outcome_rows(r) for r in runs] == [SUCCESS, SUCCESS]
-    assert runs[1].turns[0].line == runs[0].turns[0].line + len(lines_of(SUCCESS_SESSION))
+    assert [outcome_rows(r) for r in runs] == [
+        [[("Read", *OK)], []],
+        [[("Read", *NF)], [("Read", *NF)], []],
+    ]
+    # stream-json says how each prompt ended; the session log does not
+    expected = [True, True] if path == TWO_STREAM else [None, None]
+    assert [r.succeeded for r in runs] == expected
+    assert runs[0].turns[-1].line < runs[1].turns[0].line
 
 
 def test_sidechain_and_synthetic_messages_are_not_turns(tmp_path: Path) -> None:
@@ -311,12 +320,17 @@ def test_sidechain_and_synthetic_messages_are_not_turns(tmp_path: Path) -> None:
 
 
 def test_sniff_tells_claude_code_from_others() -> None:
-    for path in (FAILING_SESSION, FAILING_STREAM, SUCCESS_SESSION, SUCCESS_STREAM):
+    for path in CLAUDE.glob("*.jsonl"):
         assert claude_code.sniff(str(path), head(path))
         assert not codex.sniff(str(path), head(path))
     for path in CODEX.glob("*.jsonl"):
         assert not claude_code.sniff(str(path), head(path))
-    assert not claude_code.sniff("x", b'{"type": "user", "message": {"parts": []}}\n')
+    # Qwen Code's chat records (Gemini contents: parts) and our own history's header
+    qwen = b'{"uuid": "u", "parentUuid": null, "sessionId": "s", "type": "user", '
+    qwen += b'"message": {"role": "user", "parts": [{"text": "hi"}]}}\n'
+    assert not claude_code.sniff("x", qwen)
+    own = b'{"type": "session", "version": 1, "session_id": "s", "cwd": "/w"}\n'
+    assert not claude_code.sniff("x", own)
     assert not claude_code.sniff("x", b"not json\n")
     assert importer("claude-code") is claude_code
 

@@ -109,9 +109,26 @@ def claude_success_turns(ws: Path) -> list[Turn]:
     ]
 
 
+def claude_two_prompt_turns(ws: Path) -> list[Turn]:
+    # the fake's position counts the session's assistant messages: both prompts share them
+    return [
+        Turn(calls=(_read(str(ws / "present.txt")),)),
+        Turn(text="It says hello."),
+        Turn(text="Reading it.", calls=(_read(str(ws / "missing.txt")),)),
+        Turn(calls=(_read(str(ws / "missing.txt")),)),
+    ]
+
+
 def run_claude(
-    turns_of: Any, *, allowed: Sequence[str], max_turns: int | None = None, mcp: Path | None = None
+    turns_of: Any,
+    *,
+    allowed: Sequence[str],
+    max_turns: int | None = None,
+    mcp: Path | None = None,
+    prompts: int = 1,
 ) -> Captured:
+    """Claude Code in print mode; ``prompts`` > 1 runs it again with ``--continue``
+    (the same session: its log grows, and the stream-json outputs are concatenated)."""
     binary = claude_binary()
     root = Path(tempfile.mkdtemp(prefix="tfg-claude-"))
     home = root / "home"
@@ -148,19 +165,22 @@ def run_claude(
         if mcp is not None:
             config = {"mcpServers": {"fs": {"command": "node", "args": [str(mcp), str(ws)]}}}
             command += ["--mcp-config", json.dumps(config), "--strict-mcp-config"]
-        done = subprocess.run(
-            command,
-            cwd=ws,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=240,
-            stdin=subprocess.DEVNULL,
-        )
+        outputs = []
+        for number in range(prompts):
+            done = subprocess.run(
+                command + (["--continue"] if number else []),
+                cwd=ws,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=240,
+                stdin=subprocess.DEVNULL,
+            )
+            outputs.append(done.stdout)
     logs = sorted((home / ".claude" / "projects").glob("*/*.jsonl"))
     if not logs:
         raise RuntimeError(f"Claude Code left no session log: {done.stderr[-2000:]}")
-    return Captured(root, logs[0], done.stdout, done.returncode)
+    return Captured(root, logs[0], "".join(outputs), done.returncode)
 
 
 # -- Codex CLI --------------------------------------------------------------------------
@@ -310,6 +330,7 @@ def capture_claude() -> dict[str, Captured]:
             claude_failing_turns, allowed=["Read", "Bash", "mcp__fs"], max_turns=9, mcp=mcp
         ),
         "success": run_claude(claude_success_turns, allowed=["Read", "Bash", "Write"]),
+        "two-prompts": run_claude(claude_two_prompt_turns, allowed=["Read"], prompts=2),
     }
 
 
