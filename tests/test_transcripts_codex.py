@@ -252,24 +252,20 @@ def test_rows_from_the_published_format(
     ) == expected
 
 
-def test_each_task_of_a_rollout_is_a_run(tmp_path: Path) -> None:
-    def twice(records: list[Record]) -> list[Record]:
-        again = [json.loads(json.dumps(r)) for r in records if r["type"] != "session_meta"]
-        for r in again:  # the second prompt's call ids are its own
-            text = json.dumps(r).replace("call_01", "call_91")
-            r.clear()
-            r.update(json.loads(text))
-        return records + again
-
-    runs = list(codex.read(edited(SUCCESS, tmp_path / "t.jsonl", twice)))
-    base = thread_id(SUCCESS)
+def test_each_task_is_a_run() -> None:
+    # the real `codex exec`, then `codex exec resume --last`: one thread, two tasks
+    path = CODEX / "two-prompts.rollout.jsonl"
+    runs = list(codex.read(str(path)))
+    base = thread_id(path)
     assert [r.run_id for r in runs] == [f"{base}/1", f"{base}/2"]
-    assert [outcome_rows(r) for r in runs] == [[[OK, OK], []]] * 2
+    failed = ("exec_command", "error", "error", "shell_execute_error", False, False)
+    assert [outcome_rows(r) for r in runs] == [[[OK], []], [[failed], [failed], []]]
     assert [r.succeeded for r in runs] == [True, True]
+    assert [[t.input_tokens for t in r.turns] for r in runs] == [[120, 120], [120, 120, 150]]
 
 
 def test_sniff_tells_codex_from_others() -> None:
-    for path in (FAILING, SUCCESS):
+    for path in CODEX.glob("*.jsonl"):
         assert codex.sniff(str(path), head(path))
         assert not claude_code.sniff(str(path), head(path))
     for path in CLAUDE.glob("*.jsonl"):

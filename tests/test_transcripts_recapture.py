@@ -56,19 +56,23 @@ def _same_runs(reader: Any, fresh: Path, committed: Path) -> None:
 
 def test_claude_code_writes_what_the_fixtures_hold(tmp_path: Path) -> None:
     agent_clis.require(agent_clis.claude_binary)
-    written = capture.write_claude(capture.capture_claude(), tmp_path)
+    (tmp_path / "runs").mkdir()
+    written = capture.write_claude(capture.capture_claude(tmp_path / "runs"), tmp_path / "out")
     assert sorted(p.name for p in written) == sorted(p.name for p in CLAUDE.glob("*.jsonl"))
     for path in written:
         # the arguments name the workspace: scrubbed to the same /tmp/capture as the fixtures
         _same_runs(claude_code.read, path, CLAUDE / path.name)
+        assert str(tmp_path) not in path.read_text(encoding="utf-8")  # scrubbed
 
 
 def test_codex_writes_what_the_fixtures_hold(tmp_path: Path) -> None:
     agent_clis.require(agent_clis.codex_script)
-    written = capture.write_codex(capture.capture_codex(), tmp_path)
+    (tmp_path / "runs").mkdir()
+    written = capture.write_codex(capture.capture_codex(tmp_path / "runs"), tmp_path / "out")
     assert sorted(p.name for p in written) == sorted(p.name for p in CODEX.glob("*.jsonl"))
     for path in written:
         _same_runs(codex.read, path, CODEX / path.name)
+        assert str(tmp_path) not in path.read_text(encoding="utf-8")  # scrubbed
 
 
 @pytest.mark.parametrize("find", [agent_clis.claude_binary, agent_clis.codex_script])

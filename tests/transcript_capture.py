@@ -126,11 +126,12 @@ def run_claude(
     max_turns: int | None = None,
     mcp: Path | None = None,
     prompts: int = 1,
+    base: Path | None = None,
 ) -> Captured:
     """Claude Code in print mode; ``prompts`` > 1 runs it again with ``--continue``
     (the same session: its log grows, and the stream-json outputs are concatenated)."""
     binary = claude_binary()
-    root = Path(tempfile.mkdtemp(prefix="tfg-claude-"))
+    root = Path(tempfile.mkdtemp(prefix="tfg-claude-", dir=base))
     home = root / "home"
     home.mkdir()
     ws = _workspace(root)
@@ -209,15 +210,33 @@ def codex_failing_turns() -> list[Turn]:
     ]
 
 
+def codex_two_prompt_turns() -> list[Turn]:
+    # the fake's position counts the thread's model turns: both tasks share them
+    return [
+        Turn(calls=(_exec("cat present.txt"),)),
+        Turn(text="It says hello."),
+        Turn(text="Reading it.", calls=(_exec("cat missing.txt"),)),
+        Turn(calls=(_exec("cat missing.txt"),)),
+    ]
+
+
 def codex_success_turns() -> list[Turn]:
     return [Turn(text="Reading and checking.", calls=(_exec("cat present.txt"), _exec("echo ok")))]
 
 
 def run_codex(
-    turns: list[Turn], *, final: str | None, sandbox: str, mcp: Path | None = None
+    turns: list[Turn],
+    *,
+    final: str | None,
+    sandbox: str,
+    mcp: Path | None = None,
+    prompts: int = 1,
+    base: Path | None = None,
 ) -> Captured:
+    """``codex exec``; ``prompts`` > 1 runs ``codex exec resume --last`` after it (the same
+    thread: its rollout grows by one task each)."""
     script = codex_script()
-    root = Path(tempfile.mkdtemp(prefix="tfg-codex-"))
+    root = Path(tempfile.mkdtemp(prefix="tfg-codex-", dir=base))
     home = root / "home"
     codex_home = root / "codex-home"
     home.mkdir()
@@ -257,24 +276,26 @@ def run_codex(
             "CODEX_HOME": str(codex_home),
             "FAKE_API_KEY": "sk-fake-key",
         }
-        done = subprocess.run(
-            [
-                "node",
-                str(script),
-                "exec",
-                "--json",
-                "--skip-git-repo-check",
-                "-s",
-                sandbox,
-                "Read missing.txt",
-            ],
-            cwd=ws,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=240,
-            stdin=subprocess.DEVNULL,
-        )
+        for number in range(prompts):
+            resume = ["resume", "--last"] if number else []
+            done = subprocess.run(
+                [
+                    "node",
+                    str(script),
+                    "exec",
+                    *resume,
+                    "--json",
+                    "--skip-git-repo-check",
+                    *([] if number else ["-s", sandbox]),
+                    "Read missing.txt",
+                ],
+                cwd=ws,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=240,
+                stdin=subprocess.DEVNULL,
+            )
     logs = sorted((codex_home / "sessions").glob("**/rollout-*.jsonl"))
     if not logs:
         raise RuntimeError(f"Codex left no rollout: {done.stderr[-2000:]}")
@@ -317,28 +338,39 @@ def scrub_lines(text: str, root: Path, *, kind: str) -> str:
                 payload["content"] = [{"type": "input_text", "text": TRIMMED}]
         line = json.dumps(record, ensure_ascii=False, separators=(",", ":"))
         line = line.replace(str(root), SCRUBBED_ROOT)
-        line = re.sub(re.escape(str(root).replace("/", "-")), SCRUBBED_ROOT.replace("/", "-"), line)
+        # Claude Code names a project's folder by its path, every other character a dash
+        folder = re.sub(r"[^A-Za-z0-9]", "-", str(root))
+        line = line.replace(folder, re.sub(r"[^A-Za-z0-9]", "-", SCRUBBED_ROOT))
         out.append(line)
     return "\n".join(out) + "\n"
 
 
-def capture_claude() -> dict[str, Captured]:
+def capture_claude(base: Path | None = None) -> dict[str, Captured]:
     """The failing run (with the MCP filesystem server where installed) and the successful one."""
     mcp = MCP_FILESYSTEM if MCP_FILESYSTEM.is_file() else None
     return {
         "failing": run_claude(
-            claude_failing_turns, allowed=["Read", "Bash", "mcp__fs"], max_turns=9, mcp=mcp
+            claude_failing_turns,
+            allowed=["Read", "Bash", "mcp__fs"],
+            max_turns=9,
+            mcp=mcp,
+            base=base,
         ),
-        "success": run_claude(claude_success_turns, allowed=["Read", "Bash", "Write"]),
-        "two-prompts": run_claude(claude_two_prompt_turns, allowed=["Read"], prompts=2),
+        "success": run_claude(claude_success_turns, allowed=["Read", "Bash", "Write"], base=base),
+        "two-prompts": run_claude(claude_two_prompt_turns, allowed=["Read"], prompts=2, base=base),
     }
 
 
-def capture_codex() -> dict[str, Captured]:
+def capture_codex(base: Path | None = None) -> dict[str, Captured]:
     mcp = MCP_FILESYSTEM if MCP_FILESYSTEM.is_file() else None
     return {
-        "failing": run_codex(codex_failing_turns(), final=None, sandbox="read-only", mcp=mcp),
-        "success": run_codex(codex_success_turns(), final="Done.", sandbox="read-only"),
+        "failing": run_codex(
+            codex_failing_turns(), final=None, sandbox="read-only", mcp=mcp, base=base
+        ),
+        "success": run_codex(codex_success_turns(), final="Done.", sandbox="read-only", base=base),
+        "two-prompts": run_codex(
+            codex_two_prompt_turns(), final="Done.", sandbox="read-only", prompts=2, base=base
+        ),
     }
 
 
