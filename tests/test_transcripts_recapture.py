@@ -11,6 +11,7 @@ only whether that row's type came from the item or from the output's text.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -82,3 +83,14 @@ def test_an_absent_cli_says_how_to_get_it(
     monkeypatch.setenv(agent_clis.AGENTS_PREFIX_ENV, str(tmp_path))
     with pytest.raises(agent_clis.AgentUnavailable, match="make setup"):
         find()
+
+
+def test_the_fixtures_hold_no_machine_paths_or_keys() -> None:
+    for path in [*CLAUDE.glob("*.jsonl"), *CODEX.glob("*.jsonl")]:
+        text = path.read_text(encoding="utf-8")
+        for found in re.findall(r"/tmp/[^/\"\\\s]*", text):
+            assert found == capture.SCRUBBED_ROOT, (path.name, found)
+        for found in re.findall(r"-tmp-[A-Za-z0-9]*", text):
+            assert found == "-tmp-capture", (path.name, found)
+        assert "/root" not in text.replace("<root>", "").replace("</root>", "")
+        assert "sk-" not in text, path.name
