@@ -436,3 +436,22 @@ def test_claude_codes_own_user_notes_are_not_prompts(tmp_path: Path) -> None:
         return records[:at] + notes + [meta] + records[at:]
 
     assert outcome_rows(only(edited(SUCCESS_SESSION, tmp_path / "s.jsonl", add_notes))) == SUCCESS
+
+
+def test_a_session_log_may_start_with_records_that_name_no_session(tmp_path: Path) -> None:
+    # what Claude Code writes first in many logs: a title summary, a file-history snapshot
+    def prepend(records: list[Record]) -> list[Record]:
+        summary = {"type": "summary", "summary": "Reading a file", "leafUuid": "u-1"}
+        snapshot = {
+            "type": "file-history-snapshot",
+            "messageId": "m-1",
+            "snapshot": {"messageId": "m-1", "trackedFileBackups": {}, "timestamp": "t"},
+            "isSnapshotUpdate": False,
+        }
+        return [summary, snapshot, *records]
+
+    path = edited(SUCCESS_SESSION, tmp_path / "s.jsonl", prepend)
+    assert claude_code.sniff(path, head(path))
+    run = only(path)
+    assert outcome_rows(run) == SUCCESS
+    assert run.run_id == lines_of(SUCCESS_SESSION)[0]["sessionId"]

@@ -56,6 +56,11 @@ _NOT_A_PROMPT_PREFIXES: Final = (
 
 
 def _session_like(record: dict[str, Any]) -> bool:
+    kind = record.get("type")
+    if (kind == "summary" and "leafUuid" in record) or (
+        kind == "file-history-snapshot" and "snapshot" in record
+    ):
+        return True  # records of a session log that name no session
     if not isinstance(record.get("sessionId"), str):
         return False
     if "isSidechain" in record or record.get("type") in _SESSION_ONLY_TYPES:
