@@ -19,6 +19,7 @@ import agent_clis
 import pytest
 import transcript_capture as capture
 from transcript_files import CLAUDE, CODEX
+from transcript_scrub import SCRUBBED_ROOT
 
 from tool_failure_guard.transcripts.importers import claude_code, codex
 from tool_failure_guard.transcripts.model import Run
@@ -89,7 +90,7 @@ def test_the_fixtures_hold_no_machine_paths_or_keys() -> None:
     for path in [*CLAUDE.glob("*.jsonl"), *CODEX.glob("*.jsonl")]:
         text = path.read_text(encoding="utf-8")
         for found in re.findall(r"/tmp/[^/\"\\\s]*", text):
-            assert found == capture.SCRUBBED_ROOT, (path.name, found)
+            assert found == SCRUBBED_ROOT, (path.name, found)
         for found in re.findall(r"-tmp-[A-Za-z0-9]*", text):
             assert found == "-tmp-capture", (path.name, found)
         assert "/root" not in text.replace("<root>", "").replace("</root>", "")

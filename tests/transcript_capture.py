@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -33,10 +32,9 @@ from agent_clis import claude_binary, codex_script
 from agent_fakes.anthropic_messages import FakeAnthropic, serve_anthropic
 from agent_fakes.openai_responses import FakeResponses, serve_responses
 from agent_fakes.script import Call, Turn
+from transcript_scrub import scrub_lines
 
 ROOT = Path(__file__).resolve().parent.parent
-SCRUBBED_ROOT = "/tmp/capture"
-TRIMMED = "[trimmed by tests/transcript_capture.py]"
 MCP_FILESYSTEM = (
     ROOT
     / ".mcp-servers"
@@ -300,49 +298,6 @@ def run_codex(
     if not logs:
         raise RuntimeError(f"Codex left no rollout: {done.stderr[-2000:]}")
     return Captured(root, logs[0], done.stdout, done.returncode)
-
-
-# -- scrubbing --------------------------------------------------------------------------
-
-
-def _trim(value: Any, keys: frozenset[str]) -> Any:
-    if isinstance(value, dict):
-        return {
-            k: (TRIMMED if k in keys and isinstance(v, (str, list)) else _trim(v, keys))
-            for k, v in value.items()
-        }
-    if isinstance(value, list):
-        return [_trim(v, keys) for v in value]
-    return value
-
-
-def scrub_lines(text: str, root: Path, *, kind: str) -> str:
-    """The log with the temporary root replaced, and vendor instruction texts trimmed."""
-    out = []
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        record = json.loads(line)
-        if kind == "claude-code":
-            if "attachment" in record:
-                record["attachment"] = _trim(
-                    record["attachment"], frozenset({"content", "addedLines"})
-                )
-        else:
-            payload = record.get("payload") or {}
-            if record.get("type") == "session_meta":
-                payload["base_instructions"] = TRIMMED
-            if record.get("type") == "world_state":
-                record["payload"] = _trim(payload, frozenset({"instructions", "text"}))
-            if payload.get("type") == "message" and payload.get("role") in ("developer", "system"):
-                payload["content"] = [{"type": "input_text", "text": TRIMMED}]
-        line = json.dumps(record, ensure_ascii=False, separators=(",", ":"))
-        line = line.replace(str(root), SCRUBBED_ROOT)
-        # Claude Code names a project's folder by its path, every other character a dash
-        folder = re.sub(r"[^A-Za-z0-9]", "-", str(root))
-        line = line.replace(folder, re.sub(r"[^A-Za-z0-9]", "-", SCRUBBED_ROOT))
-        out.append(line)
-    return "\n".join(out) + "\n"
 
 
 def capture_claude(base: Path | None = None) -> dict[str, Captured]:
