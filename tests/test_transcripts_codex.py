@@ -356,3 +356,13 @@ def test_a_still_running_command_falls_back_to_the_output(tmp_path: Path) -> Non
         "success",
         None,
     )
+
+
+def test_a_long_error_text_is_cut(tmp_path: Path) -> None:
+    from tool_failure_guard.transcripts.importers._records import MAX_ERROR_TEXT
+
+    output = "Process exited with code 1\nOutput:\n" + "x" * (3 * MAX_ERROR_TEXT)
+    call = _first_result(tmp_path, None, output)
+    assert call.error_type == "shell_execute_error"
+    assert call.error_text is not None and len(call.error_text) == MAX_ERROR_TEXT
+    assert call.error_text.endswith("…") and call.error_text.startswith("Process exited")

@@ -26,6 +26,8 @@ from tool_failure_guard.transcripts.model import TranscriptError
 
 #: The largest transcript file read (bytes); an agent's session log is far smaller.
 MAX_FILE_BYTES: Final = 1024 * 1024 * 1024
+#: The most of a call's error text kept (characters); the rest is cut, marked by an ellipsis.
+MAX_ERROR_TEXT: Final = 4096
 #: How many records a sniffer parses from the head at most.
 SNIFF_RECORDS: Final = 8
 
@@ -112,6 +114,13 @@ def head_records(head: bytes) -> list[dict[str, Any]]:
         if len(out) >= SNIFF_RECORDS:
             break
     return out
+
+
+def bounded_text(text: str) -> str:
+    """``text``, cut to :data:`MAX_ERROR_TEXT` characters (the last one then ``…``)."""
+    if len(text) <= MAX_ERROR_TEXT:
+        return text
+    return text[: MAX_ERROR_TEXT - 1] + "…"
 
 
 def as_int(value: Any) -> int | None:

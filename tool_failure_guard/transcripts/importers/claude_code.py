@@ -36,7 +36,7 @@ import attrs
 from tool_failure_guard.transcripts.model import ImportedCall, Run, TranscriptError, Turn
 
 from . import _claude_outcomes as outcomes
-from ._records import as_int, fingerprint, head_records, records
+from ._records import as_int, bounded_text, fingerprint, head_records, records
 
 KIND: Final = "claude-code"
 _SESSION_ONLY_TYPES: Final = frozenset(
@@ -213,7 +213,7 @@ def _settle(call: _Call, block: dict[str, Any], structured: Any) -> ImportedCall
         status=found.status,
         execution_status=found.execution_status,
         error_type=found.error_type,
-        error_text=text if found.error_type is not None or is_error else None,
+        error_text=bounded_text(text) if found.error_type is not None or is_error else None,
         heuristic=found.heuristic,
         mcp=call.tool.startswith("mcp__"),
     )

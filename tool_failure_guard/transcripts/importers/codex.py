@@ -33,7 +33,7 @@ import attrs
 from tool_failure_guard.transcripts.model import ImportedCall, Run, TranscriptError, Turn
 
 from . import _codex_outcomes as outcomes
-from ._records import as_int, fingerprint, head_records, records
+from ._records import as_int, bounded_text, fingerprint, head_records, records
 
 KIND: Final = "codex"
 _RECORD_TYPES: Final = frozenset(
@@ -137,7 +137,9 @@ def _settled(call: _Call) -> ImportedCall:
         status=status,
         execution_status=execution,
         error_type=error_type,
-        error_text=outcomes.output_text(call.output) if failed and call.has_output else None,
+        error_text=bounded_text(outcomes.output_text(call.output))
+        if failed and call.has_output
+        else None,
         heuristic=heuristic,
         mcp=call.mcp,
     )
