@@ -11,6 +11,10 @@ MCP_STAMP := $(MCP_SERVERS)/node_modules/.installed
 # 0.24.4, the parity oracle: docs/parity.md), pinned in .clients/package-lock.json.
 CLIENTS := .clients
 CLIENTS_STAMP := $(CLIENTS)/node_modules/.installed
+# Real coding-agent CLIs (Claude Code, Codex CLI) the transcript importers' fixtures come from
+# (tests/transcript_capture.py), pinned in .agents/package-lock.json.
+AGENTS := .agents
+AGENTS_STAMP := $(AGENTS)/node_modules/.installed
 
 .PHONY: demo test bench render lint typecheck unit setup clean eval eval-setup
 
@@ -40,7 +44,15 @@ $(CLIENTS_STAMP): $(CLIENTS)/package.json $(CLIENTS)/package-lock.json
 	  echo "warning: npm not found: tests driving the agent with acpx and the parity tests against Qwen Code will be SKIPPED (install Node.js 20+ with npm, then run make setup)"; \
 	fi
 
-setup: $(STAMP) $(MCP_STAMP) $(CLIENTS_STAMP)
+$(AGENTS_STAMP): $(AGENTS)/package.json $(AGENTS)/package-lock.json
+	@if command -v npm >/dev/null 2>&1; then \
+	  echo "installing the coding-agent CLIs (Claude Code, Codex CLI; npm ci, pinned versions)"; \
+	  npm ci --prefix $(AGENTS) --no-audit --no-fund --loglevel=error && touch $@; \
+	else \
+	  echo "warning: npm not found: the transcript re-capture tests against Claude Code and the Codex CLI will be SKIPPED (install Node.js 20+ with npm, then run make setup)"; \
+	fi
+
+setup: $(STAMP) $(MCP_STAMP) $(CLIENTS_STAMP) $(AGENTS_STAMP)
 
 demo: $(STAMP)
 	$(BIN)/tool-failure-guard demo
@@ -52,10 +64,10 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict -p tool_failure_guard
 
-unit: $(STAMP) $(MCP_STAMP) $(CLIENTS_STAMP)
+unit: $(STAMP) $(MCP_STAMP) $(CLIENTS_STAMP) $(AGENTS_STAMP)
 	$(BIN)/pytest
 
-test: lint typecheck $(STAMP) $(MCP_STAMP) $(CLIENTS_STAMP)
+test: lint typecheck $(STAMP) $(MCP_STAMP) $(CLIENTS_STAMP) $(AGENTS_STAMP)
 	$(BIN)/tool-failure-guard render --check
 	$(BIN)/pytest
 
@@ -78,4 +90,4 @@ render: $(STAMP)
 	$(BIN)/tool-failure-guard render
 
 clean:
-	rm -rf $(VENV) $(MCP_SERVERS)/node_modules $(CLIENTS)/node_modules .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(MCP_SERVERS)/node_modules $(CLIENTS)/node_modules $(AGENTS)/node_modules .pytest_cache .mypy_cache .ruff_cache .hypothesis

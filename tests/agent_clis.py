@@ -1,0 +1,78 @@
+"""Where the real coding-agent CLIs are, and whether they can run here.
+
+``make setup`` installs Claude Code and the Codex CLI at the versions the fixtures
+pin (``.agents/package-lock.json``) with ``npm ci --prefix .agents``;
+:data:`AGENTS_PREFIX_ENV` names another npm prefix holding both.  :func:`require`
+skips the calling test saying how to get them, or fails it where
+``TOOL_FAILURE_GUARD_REQUIRE_MCP_SERVERS`` is ``1`` (CI), like the other npm-backed
+tests.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from mcp_servers import REQUIRE_ENV_VAR
+
+ROOT = Path(__file__).resolve().parent.parent
+#: Where ``make setup`` installs both CLIs (``npm ci --prefix .agents``); the environment
+#: variable points elsewhere (another npm prefix holding both).
+AGENTS_PREFIX_ENV = "TOOL_FAILURE_GUARD_AGENTS_PREFIX"
+DEFAULT_PREFIX = ROOT / ".agents"
+CLAUDE_VERSION = "2.1.197"
+CODEX_VERSION = "0.169.0"
+HOW_TO_GET_THEM = (
+    "needs Node.js 20+ with npm and the pinned CLIs: install Node.js, then run `make setup` "
+    "(runs `npm ci --prefix .agents`)"
+)
+
+
+class AgentUnavailable(RuntimeError):
+    """A CLI cannot run here; the message says why and how to get it."""
+
+
+def _prefix() -> Path:
+    value = os.environ.get(AGENTS_PREFIX_ENV)
+    return Path(value) if value else DEFAULT_PREFIX
+
+
+def _package(name: str, version: str, entry: str) -> Path:
+    if shutil.which("node") is None:
+        raise AgentUnavailable(f"{name} unavailable (node is not on PATH); {HOW_TO_GET_THEM}")
+    package = _prefix() / "node_modules" / name
+    manifest = package / "package.json"
+    if not manifest.is_file() or not (package / entry).is_file():
+        raise AgentUnavailable(
+            f"{name} unavailable (not installed in {package}); {HOW_TO_GET_THEM}"
+        )
+    found = json.loads(manifest.read_text(encoding="utf-8")).get("version")
+    if found != version:
+        raise AgentUnavailable(
+            f"{name} {found} is installed, the fixtures pin {version}; run `make setup`"
+        )
+    return package / entry
+
+
+def claude_binary() -> Path:
+    """Claude Code's native binary (the package's ``bin/claude.exe``)."""
+    return _package("@anthropic-ai/claude-code", CLAUDE_VERSION, "bin/claude.exe")
+
+
+def codex_script() -> Path:
+    """The Codex CLI's launcher (``bin/codex.js``, which runs the platform's native binary)."""
+    return _package("@openai/codex", CODEX_VERSION, "bin/codex.js")
+
+
+def require(find: Callable[[], Path]) -> Path:
+    """``find()``; else skip the calling test with why (fail instead on CI)."""
+    try:
+        return find()
+    except AgentUnavailable as exc:
+        if os.environ.get(REQUIRE_ENV_VAR) == "1":
+            pytest.fail(f"{exc} ({REQUIRE_ENV_VAR}=1)")
+        pytest.skip(str(exc))
