@@ -28,6 +28,7 @@ FLOORS: dict[str, int] = {
     "worker_threads": 1,
     "private_files": 1,
     "sdk_import": 1,
+    "line_input": 1,
     # hosts of the core
     "session": 2,
     "integrations": 2,

@@ -430,7 +430,7 @@ def test_a_gzip_bomb_is_read_in_bounded_memory(
     import gzip
     import resource
 
-    from tool_failure_guard.commands.replay_input import MAX_LINE_CHARS
+    from tool_failure_guard.line_input import MAX_LINE_CHARS
 
     bomb = tmp_path / "bomb.jsonl.gz"
     chunk = b"x" * (1 << 20)
@@ -452,7 +452,7 @@ def test_a_gzip_bomb_is_read_in_bounded_memory(
 def test_an_overlong_plain_line_is_refused_the_same_way(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from tool_failure_guard.commands.replay_input import bounded_lines
+    from tool_failure_guard.line_input import bounded_lines
 
     stream = io.StringIO(line() + "\n" + "y" * 100 + "\n" + line() + "\n")
     lines = bounded_lines(stream, limit=64 * 1024)

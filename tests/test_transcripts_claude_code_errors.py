@@ -13,7 +13,7 @@ from test_transcripts_claude_code import (
 )
 from transcript_files import CODEX, Record, edited, lines_of
 
-from tool_failure_guard.replay_input import MAX_LINE_CHARS
+from tool_failure_guard.line_input import MAX_LINE_CHARS
 from tool_failure_guard.transcripts.importers import claude_code
 from tool_failure_guard.transcripts.model import TranscriptError
 

@@ -37,12 +37,6 @@ from typing import IO, Any
 
 import attrs
 
-from tool_failure_guard.commands.replay_input import (
-    CorruptInput,
-    InputLineError,
-    bounded_lines,
-    open_lines,
-)
 from tool_failure_guard.guard import (
     BatchReceipt,
     Decision,
@@ -50,6 +44,12 @@ from tool_failure_guard.guard import (
     InputBoundary,
     Observation,
     RepeatedToolFailureGuard,
+)
+from tool_failure_guard.line_input import (
+    CorruptInput,
+    InputLineError,
+    bounded_lines,
+    open_lines,
 )
 
 HELP = "reduce JSON Lines batch receipts through the guard and print its decisions"

@@ -21,7 +21,7 @@ import os
 from collections.abc import Iterator
 from typing import Any, Final
 
-from tool_failure_guard.replay_input import MAX_LINE_CHARS
+from tool_failure_guard.line_input import MAX_LINE_CHARS
 from tool_failure_guard.transcripts.model import TranscriptError
 
 #: The largest transcript file read (bytes); an agent's session log is far smaller.

@@ -1,4 +1,4 @@
-"""The lines ``tool-failure-guard replay`` reads: a plain file, a ``.gz`` file or stdin, bounded.
+"""Bounded line input (`replay`, the transcript importers): a plain file, a `.gz` file or stdin.
 
 Every source is read the same way: one line at a time, each at most
 :data:`MAX_LINE_CHARS` characters, so memory stays bounded whatever the input
