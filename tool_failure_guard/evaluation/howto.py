@@ -60,7 +60,8 @@ SETUP_FAILURES_NOTE = (
     "`tests/test_eval_setup_steps.py` the build and interrupted rows (with a `cmake` "
     "stand-in)."
 )
-# The failure model of the set-up (tool_failure_guard/evaluation/setup_model.py, tool_failure_guard/evaluation/pinned_sdist.py).
+# The failure model of the set-up (tool_failure_guard/evaluation/setup_model.py and
+# pinned_sdist.py).
 SETUP_FAILURES: tuple[tuple[str, str], ...] = (
     (
         "the weights' sha256 or size is not the pinned one",
