@@ -73,8 +73,8 @@ def _fix_paths(text: str, root: Path) -> str:
     return text.replace(str(root), FIXED_ROOT)
 
 
-def qwen_code(out: Path) -> list[Path]:
-    """Run Qwen Code once per scenario; copy each session record into ``out``."""
+def qwen_code(out: Path, only: Sequence[str] | None = None) -> list[Path]:
+    """Run Qwen Code once per scenario (or those ``only`` names); copy each session record."""
     out.mkdir(parents=True, exist_ok=True)
     written = []
     with tempfile.TemporaryDirectory(prefix="tfg-qwen-") as tmp:
@@ -83,6 +83,8 @@ def qwen_code(out: Path) -> list[Path]:
         work.mkdir()
         (work / "notes.txt").write_text("hello\n", encoding="utf-8")
         for name, replies in _qwen_scenarios(work).items():
+            if only is not None and name not in only:
+                continue
             home = make_home(root / f"home-{name}")
             with serve(FakeOpenAI(list(replies))) as fake:
                 env = environment(home=home, base_url=fake.base_url, mode="shadow")
@@ -127,15 +129,17 @@ def _mini_replies() -> dict[str, list[Reply]]:
     }
 
 
-def mini_swe_agent(out: Path, replies: dict[str, list[Reply]] | None = None) -> list[Path]:
-    """Run mini-swe-agent's default agent once per scenario; copy each ``.traj.json``."""
+def mini_swe_agent(out: Path, only: Sequence[str] | None = None) -> list[Path]:
+    """Run mini-swe-agent's default agent once per scenario (or ``only``); copy each trajectory."""
     from transcript_mini import run_mini
 
     out.mkdir(parents=True, exist_ok=True)
     written = []
     with tempfile.TemporaryDirectory(prefix="tfg-mini-") as tmp:
         root = Path(tmp)
-        for name, script in (replies or _mini_replies()).items():
+        for name, script in _mini_replies().items():
+            if only is not None and name not in only:
+                continue
             work = root / name
             work.mkdir()
             with serve(FakeOpenAI(list(script))) as fake:

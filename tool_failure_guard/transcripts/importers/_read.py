@@ -88,7 +88,7 @@ def json_document(path: Path) -> dict[str, Any]:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        if exc.pos >= len(text.rstrip()):
+        if exc.pos >= len(text.rstrip()) or exc.msg.startswith("Unterminated string"):
             raise TranscriptError(
                 name, exc.lineno, "truncated: the JSON document ends early"
             ) from None

@@ -24,6 +24,7 @@ Mapping (``docs/transcripts.md``):
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -54,9 +55,20 @@ _TERMINAL = {s.value: s for s in TerminalStatus}
 
 
 def sniff(path: Path, head: bytes) -> bool:
-    """The agent's history: a first line ``{"type":"session","version":…,"session_id":…``."""
-    first = head.split(b"\n", 1)[0]
-    return first.startswith(b'{"type":"session","version":') and b'"session_id"' in first
+    """The agent's history: a first line ``{"type": "session", "version": …, "session_id": …}``."""
+    first, newline, _ = head.partition(b"\n")
+    if not newline:
+        return False
+    try:
+        data = json.loads(first)
+    except ValueError:
+        return False
+    return (
+        isinstance(data, dict)
+        and data.get("type") == "session"
+        and isinstance(data.get("version"), int)
+        and isinstance(data.get("session_id"), str)
+    )
 
 
 def axes(part: Part) -> tuple[TerminalStatus, ExecutionStatus, str | None]:
