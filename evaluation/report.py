@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from tool_failure_guard.core import LOOP_TOOL_CALL_CAP
-from tool_failure_guard.evaluation import sections, stats
+from tool_failure_guard.evaluation import sections, stats, transcripts_section
 from tool_failure_guard.evaluation.replays import PEER_RULES, per_key_guard, shipped_guard
 from tool_failure_guard.evaluation.tasks import TASKS
 
@@ -296,6 +296,7 @@ def render(records: Sequence[Record], meta: Mapping[str, Any], *, plot_name: str
         f"Replay check: on {agree} of {guarded} guarded episodes the shipped guard, replayed "
         "offline over the recorded receipts, gives exactly the recorded decisions.",
         "",
+        *transcripts_section.lines(),
         "## Running it",
         "",
         HOW_TO_RUN,

@@ -180,3 +180,15 @@ def test_plot(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     target = tmp_path / "rules.png"
     status, _, _ = _run(capsys, "--plot", str(target), str(FIXTURES))
     assert status == 0 and target.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_reports_transcripts_document_is_the_commands_output(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tool_failure_guard.evaluation import transcripts_section
+
+    monkeypatch.chdir(transcripts_section.ROOT)
+    fresh = _json(capsys, transcripts_section.FIXTURES_ARG)
+    assert json.loads(transcripts_section.TRANSCRIPTS_FILE.read_text()) == fresh
+    section = "\n".join(transcripts_section.lines())
+    assert "| shipped guard: stop (enforce) | 5 (median call 12) | 0 | 1 | 4 |" in section
