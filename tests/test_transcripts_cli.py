@@ -158,7 +158,7 @@ def test_a_mixed_directory_reports_what_it_skipped(
 def test_kind_reads_every_file_as_that_kind(capsys: pytest.CaptureFixture[str]) -> None:
     data = _json(capsys, "--kind", "mini-swe-agent", str(FIXTURES))
     assert {f["kind"] for f in data["files"]} == {"mini-swe-agent"}
-    assert len(data["files"]) == 2 and len(data["skipped"]) == 5
+    assert len(data["files"]) == 2 and len(data["skipped"]) == 6  # 5 others + README.md
 
 
 def test_progress_on_request() -> None:
@@ -192,3 +192,22 @@ def test_the_reports_transcripts_document_is_the_commands_output(
     assert json.loads(transcripts_section.TRANSCRIPTS_FILE.read_text()) == fresh
     section = "\n".join(transcripts_section.lines())
     assert "| shipped guard: stop (enforce) | 5 (median call 12) | 0 | 1 | 4 |" in section
+
+
+def test_the_bench_corpus_is_what_the_command_reads(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from tool_failure_guard.bench_transcripts import write_corpus
+
+    assert write_corpus(tmp_path, batches=250) == 3
+    data = _json(capsys, str(tmp_path))
+    assert data["fleet"]["batches"] == 250 and data["fleet"]["runs"] == 3
+    assert {f["kind"] for f in data["files"]} == {"qwen-code"} and not data["skipped"]
+    assert data["fleet"]["calls"] > 250  # every seventh batch holds two calls
+
+
+def test_an_unknown_kind_is_refused_by_the_parser(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["transcripts", "--kind", "gpt-agent", str(FIXTURES)])
+    assert exit_.value.code == 2
+    assert "invalid choice" in capsys.readouterr().err

@@ -138,7 +138,7 @@ def render(
         ]
     lines += fleet_lines(summary)
     if skipped:
-        lines += ["", f"skipped {len(skipped)} files:"]
+        lines += ["", f"skipped {len(skipped)} file{'' if len(skipped) == 1 else 's'}:"]
         lines += [f"  {s.path}: {s.reason}" for s in skipped]
     if show_content:
         lines += ["", "content (--show-content): the batch where the guard would first act"]

@@ -71,7 +71,10 @@ def sniff(path: Path, modules: Sequence[tuple[str, ModuleType]]) -> str | None:
 
 def discover(paths: Sequence[str], kind: str | None = None) -> tuple[list[Source], list[Skipped]]:
     """Every transcript under ``paths`` (sorted within a directory) and what was skipped."""
-    kinds = [kind] if kind is not None else available_kinds()
+    installed = available_kinds()
+    if kind is not None and kind not in installed:
+        raise TranscriptError(kind, None, "this kind's importer is not installed in this version")
+    kinds = [kind] if kind is not None else installed
     modules = [(k, importer(k)) for k in kinds]
     known = ", ".join(kinds)
     sources: list[Source] = []
