@@ -19,7 +19,7 @@ TRANSCRIPTS_FILE = ROOT / "docs" / "evaluation" / "transcripts.json"
 FIXTURES_ARG = "tests/fixtures/transcripts"
 
 _AGENTS = {
-    "qwen-code": "Qwen Code 0.24.4 (npm, `-p`, yolo)",
+    "qwen-code": "Qwen Code 0.24.4 (npm; `-p` and ACP, yolo)",
     "mini-swe-agent": "mini-swe-agent 2.4.6 (PyPI, default agent, litellm)",
     "tool-failure-guard": "this project's ACP agent (scripted-model scenarios)",
 }
@@ -81,7 +81,10 @@ def lines(path: Path = TRANSCRIPTS_FILE) -> list[str]:
         "",
         f"Enforce would have saved {fleet['saved_calls']} calls and {fleet['saved_turns']} "
         f"model turns on {fleet['saved_runs']} runs (tokens in/out {tokens[0]}/{tokens[1]} "
-        "where the log records usage), assuming the same calls after a reminder. Qwen "
+        "where the log records usage), assuming the same calls after a reminder. On Qwen "
+        "Code's own record of an ACP prompt its guard stopped (enforce, "
+        "`acp-enforce-stopped.jsonl`), the replay reminds and stops at the same batches as "
+        "the original did (`tests/test_transcripts_replay.py`). Qwen "
         "Code's own identical-call check halts a run at the 5th identical request, before "
         "it runs, so its own records never show it firing.",
         "",

@@ -35,7 +35,7 @@ def _json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any]:
 def test_the_fixtures_report_without_any_content(capsys: pytest.CaptureFixture[str]) -> None:
     status, out, err = _run(capsys, str(FIXTURES))
     assert status == 0 and err == ""
-    assert "fleet: 9 runs (1 succeeded, 1 failed, 7 not recorded)" in out
+    assert "fleet: 10 runs (1 succeeded, 1 failed, 8 not recorded)" in out
     for text in CONTENT:
         assert text not in out
     data = _json(capsys, str(FIXTURES))
@@ -60,7 +60,7 @@ def test_json_schema(capsys: pytest.CaptureFixture[str]) -> None:
         "mini-swe-agent",
         "tool-failure-guard",
     }
-    assert sum(f["runs"] for f in data["files"]) == len(data["runs"]) == data["fleet"]["runs"] == 9
+    assert sum(f["runs"] for f in data["files"]) == len(data["runs"]) == data["fleet"]["runs"] == 10
     run = next(r for r in data["runs"] if r["source"].endswith("failing-command.traj.json"))
     assert set(run) == {
         "agent", "source", "run_id", "model", "succeeded", "turns", "calls", "failed_calls",
@@ -152,13 +152,13 @@ def test_a_mixed_directory_reports_what_it_skipped(
     assert "skipped 2 files:" in out and "README.txt: not a transcript of a known kind" in out
     data = _json(capsys, str(tmp_path))
     assert sorted(Path(s["path"]).name for s in data["skipped"]) == ["README.txt", "empty.jsonl"]
-    assert len(data["files"]) == 3
+    assert len(data["files"]) == 4
 
 
 def test_kind_reads_every_file_as_that_kind(capsys: pytest.CaptureFixture[str]) -> None:
     data = _json(capsys, "--kind", "mini-swe-agent", str(FIXTURES))
     assert {f["kind"] for f in data["files"]} == {"mini-swe-agent"}
-    assert len(data["files"]) == 2 and len(data["skipped"]) == 6  # 5 others + README.md
+    assert len(data["files"]) == 2 and len(data["skipped"]) == 7  # 6 others + README.md
 
 
 def test_progress_on_request() -> None:
@@ -191,7 +191,7 @@ def test_the_reports_transcripts_document_is_the_commands_output(
     fresh = _json(capsys, transcripts_section.FIXTURES_ARG)
     assert json.loads(transcripts_section.TRANSCRIPTS_FILE.read_text()) == fresh
     section = "\n".join(transcripts_section.lines())
-    assert "| shipped guard: stop (enforce) | 5 (median call 12) | 0 | 1 | 4 |" in section
+    assert "| shipped guard: stop (enforce) | 6 (median call 12) | 0 | 1 | 5 |" in section
 
 
 def test_the_bench_corpus_is_what_the_command_reads(

@@ -187,3 +187,15 @@ def test_a_fresh_mini_swe_agent_trajectory_maps_like_the_fixture() -> None:
         for r in mini_swe_agent.read(FIXTURES / "mini-swe-agent" / "submits.traj.json")
     ]
     assert _shape(now) == _shape(committed)
+
+
+def test_on_the_originals_own_record_enforce_stops_where_the_original_stopped() -> None:
+    """Qwen Code 0.24.4 in ACP enforce: its guard stopped the prompt after its last batch."""
+    (run,) = qwen_code.read(FIXTURES / "qwen-code" / "acp-enforce-stopped.jsonl")
+    result = replay_run(run)
+    stop = result.mode("enforce").stop
+    assert stop is not None and stop.loop_type == "repeated_tool_execution_failure"
+    assert stop.turn == len(run.turns)  # the original made no request after that batch
+    assert result.saved is not None and result.saved.calls == 0
+    remind = result.mode("warn").remind
+    assert remind is not None and remind.turn == stop.turn - 1

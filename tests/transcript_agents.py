@@ -17,6 +17,7 @@ committed one.  Temporary paths in the logs are replaced by a fixed one
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -99,6 +100,48 @@ def qwen_code(out: Path, only: Sequence[str] | None = None) -> list[Path]:
             target.write_text(_fix_paths(records[0].read_text("utf-8"), root), "utf-8")
             written.append(target)
     return written
+
+
+async def _qwen_acp_prompt(home: Path, base_url: str, project: Path) -> None:
+    from acp import RequestError, text_block
+    from qwen_original import Host, spawn_original
+
+    async with spawn_original(
+        Host("bare"), home=home, base_url=base_url, mode="enforce", cwd=project
+    ) as conn:
+        session = await conn.new_session(cwd=str(project), mcp_servers=[])
+        with contextlib.suppress(RequestError):  # its guard stops the prompt: the point
+            await conn.prompt(session_id=session.session_id, prompt=[text_block("go")])
+
+
+def qwen_code_acp(out: Path) -> Path:
+    """Qwen Code as an ACP agent in enforce: three failing reads a turn until its guard stops."""
+    import asyncio
+
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="tfg-qacp-") as tmp:
+        root = Path(tmp)
+        project = root / "project"
+        project.mkdir()
+        home = make_home(root / "home")
+        replies = [
+            Reply(
+                text="Reading.",
+                calls=tuple(
+                    call(
+                        f"call_a{t}_{k}", "read_file", {"file_path": str(project / f"m{t}-{k}.txt")}
+                    )
+                    for k in range(3)
+                ),
+            )
+            for t in range(6)
+        ]
+        with serve(FakeOpenAI([*replies, Reply(text="Done.")])) as fake:
+            asyncio.run(asyncio.wait_for(_qwen_acp_prompt(home, fake.base_url, project), 150))
+        (record,) = sorted((home / ".qwen" / "projects").glob("*/chats/*.jsonl"))
+        target = out / "acp-enforce-stopped.jsonl"
+        target.write_text(_fix_paths(record.read_text("utf-8"), root), "utf-8")
+    return target
 
 
 def _mini_replies() -> dict[str, list[Reply]]:
@@ -192,6 +235,8 @@ def main(argv: Sequence[str]) -> int:
     kind, out = argv[0], Path(argv[1])
     makers = {"qwen-code": qwen_code, "mini-swe-agent": mini_swe_agent}
     made = makers.get(kind, own_history)(out)
+    if kind == "qwen-code":
+        made.append(qwen_code_acp(out))
     for path in made:
         print(path)
     return 0
