@@ -391,3 +391,33 @@ def test_own_history_fixtures_written_by_the_agent() -> None:
     runs = _runs(own_history, FIXTURES / "tool-failure-guard" / "read-loop-shadow.jsonl")
     assert [sum(len(t.calls) for t in r.turns) for r in runs] == [20, 1]
     assert {c.error_type for t in runs[0].turns for c in t.calls} == {"file_not_found"}
+
+
+def test_mini_swe_agent_text_based_observations_pair_in_order(tmp_path: Path) -> None:
+    """The text-based models: actions without tool-call ids, ``user`` observations in order."""
+    assistant = {
+        "role": "assistant",
+        "content": "```bash\nls\n```",
+        "extra": {"actions": [{"command": "ls"}, {"command": "false"}]},
+    }
+    observations = [
+        {
+            "role": "user",
+            "content": "<returncode>0",
+            "extra": {"returncode": 0, "exception_info": ""},
+        },
+        {
+            "role": "user",
+            "content": "<returncode>1",
+            "extra": {"returncode": 1, "exception_info": ""},
+        },
+    ]
+    path = _traj(tmp_path / "t.traj.json", [assistant, *observations], exit_status="LimitsExceeded")
+    (run,) = _runs(mini_swe_agent, path)
+    calls = run.turns[0].calls
+    assert [c.call_id for c in calls] == ["t0.0", "t0.1"]
+    assert [(c.status, c.error_type) for c in calls] == [
+        (T.SUCCESS, None),
+        (T.ERROR, "shell_execute_error"),
+    ]
+    assert run.turns[0].input_tokens is None
