@@ -211,3 +211,11 @@ def test_an_unknown_kind_is_refused_by_the_parser(capsys: pytest.CaptureFixture[
         main(["transcripts", "--kind", "gpt-agent", str(FIXTURES)])
     assert exit_.value.code == 2
     assert "invalid choice" in capsys.readouterr().err
+
+
+def test_progress_flag_writes_the_counter_to_stderr(capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, err = _run(capsys, "--progress", str(FIXTURES / "qwen-code"))
+    assert status == 0 and "fleet: 4 runs" in out
+    assert err.startswith("\rtranscripts: ") and err.endswith("4/4 files, 4 runs, 24 batches\n")
+    _, _, quiet = _run(capsys, "--no-progress", str(FIXTURES / "qwen-code"))
+    assert quiet == ""
