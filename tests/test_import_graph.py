@@ -29,6 +29,7 @@ FLOORS: dict[str, int] = {
     "private_files": 1,
     "sdk_import": 1,
     "line_input": 1,
+    "peer_rules": 1,
     # hosts of the core
     "session": 2,
     "integrations": 2,

@@ -311,6 +311,9 @@ def run(args: argparse.Namespace) -> int:
         f"persisting one settled call outcome (write + fsync, here): median {median_ms:.2f} ms, "
         f"p90 {p90_ms:.2f} ms"
     )
+    from tool_failure_guard.commands.bench_transcripts import report as report_transcripts
+
+    report_transcripts()  # `transcripts` on 20,000 batches
     from tool_failure_guard.commands.bench_adapters import (
         report_adapters,  # each framework, bare vs guarded
     )

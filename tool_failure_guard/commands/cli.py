@@ -24,6 +24,7 @@ SUBCOMMANDS: dict[str, str] = {
     "agent": "tool_failure_guard.commands.agent",
     "demo": "tool_failure_guard.commands.demo",
     "rollout": "tool_failure_guard.commands.rollout",
+    "transcripts": "tool_failure_guard.commands.transcripts",
 }
 
 _HELP = {
@@ -33,6 +34,7 @@ _HELP = {
     "agent": "serve the guarded ACP agent on stdio",
     "demo": "run the built-in failing-loop scenario in shadow, warn and enforce",
     "rollout": "rollout evidence: check invariants, judge gates, assign owners, simulate a fleet",
+    "transcripts": "what the guard and peers' loop rules would have done on agents' own logs",
 }
 
 

@@ -12,11 +12,11 @@ rule would have fired; nothing is run against a model again.
   key's tool's entries, so a failure of another tool neither ends nor restarts
   its streak.  The first key to remind reminds; the first to stop stops.  The
   shipped behaviour does not change: this exists only offline.
-- :data:`PEER_RULES`: re-statements of peer loop detectors' *documented* rules
-  (not their code): identical tool name + arguments N calls in a row
-  (gemini-cli: 5; opencode's doom loop and Roo Code: 3), and the same tool
-  returning the same error text (first 100 characters) 3 times in a row (Goose).
-  Each answers the 1-based call at which it fires, or None.
+- :data:`PEER_RULES`: peer loop detectors' rules (gemini-cli: 5 identical
+  calls; opencode's doom loop and Roo Code: 3; Goose: the same tool and error
+  text 3 times), read from :mod:`tool_failure_guard.peer_rules` (the one copy
+  the ``transcripts`` command shares) over an episode's executed calls.  Each
+  answers the 1-based call at which it fires, or None.
 """
 
 from __future__ import annotations
@@ -24,7 +24,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from tool_failure_guard import peer_rules
 from tool_failure_guard.guard import BatchReceipt, GuardMode, Observation, RepeatedToolFailureGuard
+from tool_failure_guard.peer_rules import PeerCall
 
 Batch = Mapping[str, Any]
 #: What a replay answers: 1-based call numbers at which it reminded / stopped (None: never).
@@ -102,48 +104,29 @@ def per_key_guard(batches: Sequence[Batch]) -> Firing:
     return remind, stop
 
 
-def _flat(batches: Sequence[Batch]) -> list[Mapping[str, Any]]:
-    return [c for b in batches for c in b["calls"] if not c["duplicate"]]
+def _flat(batches: Sequence[Batch]) -> list[PeerCall]:
+    return [
+        PeerCall(
+            tool=str(c["name"]),
+            arguments=str(c["args"]),
+            failed=c["terminal_status"] == "error",
+            error_text=str(c["error_text"]),
+        )
+        for b in batches
+        for c in b["calls"]
+        if not c["duplicate"]
+    ]
 
 
-def identical_calls(n: int) -> Callable[[Sequence[Batch]], int | None]:
-    """Fires at the n-th identical (tool name + arguments) call in a row."""
+def _over_batches(rule: peer_rules.Rule) -> Callable[[Sequence[Batch]], int | None]:
+    def replay(batches: Sequence[Batch]) -> int | None:
+        return rule(_flat(batches))
 
-    def rule(batches: Sequence[Batch]) -> int | None:
-        streak, last = 0, None
-        for number, call in enumerate(_flat(batches), start=1):
-            signature = (call["name"], call["args"])
-            streak = streak + 1 if signature == last else 1
-            last = signature
-            if streak >= n:
-                return number
-        return None
-
-    return rule
+    return replay
 
 
-def same_error_text(n: int, chars: int = 100) -> Callable[[Sequence[Batch]], int | None]:
-    """Fires when the same tool returned the same error text (first ``chars``) n times in a row."""
-
-    def rule(batches: Sequence[Batch]) -> int | None:
-        streak, last = 0, None
-        for number, call in enumerate(_flat(batches), start=1):
-            if call["terminal_status"] != "error":
-                streak, last = 0, None
-                continue
-            signature = (call["name"], str(call["error_text"])[:chars])
-            streak = streak + 1 if signature == last else 1
-            last = signature
-            if streak >= n:
-                return number
-        return None
-
-    return rule
-
-
-#: label -> rule; the labels say whose documented rule each one re-states.
+#: label -> rule over an episode's batches (the rules are :mod:`tool_failure_guard.peer_rules`).
 PEER_RULES: dict[str, Callable[[Sequence[Batch]], int | None]] = {
-    "gemini-cli (5 identical calls)": identical_calls(5),
-    "opencode doom loop / Roo Code (3 identical calls)": identical_calls(3),
-    "Goose (same tool, same error text x3)": same_error_text(3),
+    label: _over_batches(peer_rules.PEER_RULES[label])
+    for label in (peer_rules.GEMINI_CLI, peer_rules.OPENCODE_ROO, peer_rules.GOOSE)
 }

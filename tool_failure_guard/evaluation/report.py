@@ -14,7 +14,14 @@ from pathlib import Path
 from typing import Any
 
 from tool_failure_guard.core import LOOP_TOOL_CALL_CAP
-from tool_failure_guard.evaluation import agreement, course, sections, stats, totals
+from tool_failure_guard.evaluation import (
+    agreement,
+    course,
+    sections,
+    stats,
+    totals,
+    transcripts_section,
+)
 from tool_failure_guard.evaluation.howto import HOW_TO_RUN, SETUP_FAILURES, SETUP_FAILURES_NOTE
 from tool_failure_guard.evaluation.records import errored
 from tool_failure_guard.evaluation.replays import PEER_RULES, per_key_guard, shipped_guard
@@ -272,6 +279,7 @@ def render(records: Sequence[Record], meta: Mapping[str, Any], *, plot_name: str
         f"Replay check: on {agree} of {guarded} guarded episodes the shipped guard, replayed "
         "offline over the recorded receipts, gives exactly the recorded decisions.",
         "",
+        *transcripts_section.lines(),
         "## Running it",
         "",
         HOW_TO_RUN,

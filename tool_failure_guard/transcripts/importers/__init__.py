@@ -5,7 +5,11 @@ bool`` (``head``: the file's first bytes, at most 64 KiB; true when the file
 is this kind's) and ``read(path) -> Iterator[Run]`` (raises
 :class:`~tool_failure_guard.transcripts.model.TranscriptError` naming
 ``file:line`` on a damaged or truncated file).  Modules are imported only when
-asked for, so one kind's parser never costs another's.
+asked for, so one kind's parser never costs another's; a kind whose module is
+not installed is left out of sniffing.  Shared helpers live in ``_read``:
+``fingerprint`` (arguments as key-sorted JSON, digested: the identical-call
+rules' key), ``jsonl_records`` / ``json_document`` (bounded reads, errors
+naming ``file:line``, "truncated" for a cut-short end).
 """
 
 from __future__ import annotations

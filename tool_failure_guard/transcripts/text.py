@@ -1,0 +1,150 @@
+"""The human-readable ``transcripts`` report: one row per run, then the fleet summary."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from tool_failure_guard.transcripts.replay import Point, RunResult
+from tool_failure_guard.transcripts.report import OUTCOMES, RULE_LABELS, Fleet, content, outcome
+from tool_failure_guard.transcripts.walk import Skipped
+
+_PEER_HEADS = {
+    "gemini_cli": "gemini",
+    "opencode_roo": "oc/roo",
+    "goose": "goose",
+    "qwen_code": "qwen",
+}
+_RESULT = {"succeeded": "ok", "failed": "failed", "not_recorded": "-"}
+
+
+def _at(point: Point | None) -> str:
+    if point is None:
+        return "-"
+    return f"t{point.turn}/c{point.call}" + ("*" if point.would else "")
+
+
+def _num(value: int | None) -> str:
+    return "-" if value is None else str(value)
+
+
+def _table(rows: Sequence[Sequence[str]]) -> list[str]:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return [
+        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    ]
+
+
+def _names(results: Sequence[RunResult]) -> list[str]:
+    """``kind:file`` per run, ``#n`` added where a file holds several runs (prompts)."""
+    per_file: dict[str, int] = {}
+    for r in results:
+        per_file[r.source] = per_file.get(r.source, 0) + 1
+    seen: dict[str, int] = {}
+    names = []
+    for r in results:
+        seen[r.source] = seen.get(r.source, 0) + 1
+        name = f"{r.agent}:{Path(r.source).name}"
+        names.append(name + (f"#{seen[r.source]}" if per_file[r.source] > 1 else ""))
+    return names
+
+
+def runs_table(results: Sequence[RunResult]) -> list[str]:
+    head = [
+        "run",
+        "result",
+        "turns",
+        "calls",
+        "failed",
+        "remind",
+        "stop (enforce)",
+        "saved calls",
+        "saved tokens",
+    ]
+    head += list(_PEER_HEADS.values())
+    rows = [head]
+    for name, r in zip(_names(results), results, strict=True):
+        enforce = r.mode("enforce")
+        stop = enforce.stop
+        saved_tokens = None
+        if r.saved is not None and (
+            r.saved.input_tokens is not None or r.saved.output_tokens is not None
+        ):
+            saved_tokens = (r.saved.input_tokens or 0) + (r.saved.output_tokens or 0)
+        rows.append(
+            [
+                name,
+                _RESULT[outcome(r)],
+                str(r.turns),
+                str(r.calls),
+                str(r.failed_calls),
+                _at(r.mode("warn").remind),
+                _at(stop) + (f" {stop.loop_type}" if stop is not None and stop.loop_type else ""),
+                _num(r.saved.calls if r.saved else None),
+                _num(saved_tokens),
+                *(_num(r.peers[k]) for k in _PEER_HEADS),
+            ]
+        )
+    return _table(rows)
+
+
+def fleet_lines(summary: Fleet) -> list[str]:
+    o = summary.by_outcome
+    lines = [
+        f"fleet: {summary.runs} runs ({o['succeeded']} succeeded, {o['failed']} failed, "
+        f"{o['not_recorded']} not recorded); {summary.turns} turns, {summary.batches} batches, "
+        f"{summary.calls} calls ({summary.failed_calls} failed); tokens in/out "
+        f"{_num(summary.input_tokens)}/{_num(summary.output_tokens)}",
+        "",
+    ]
+    rows = [["rule", "fires on runs", *OUTCOMES, "median call"]]
+    for rule, label in RULE_LABELS.items():
+        row = summary.rules[rule]
+        median = row["median_call"]
+        rows.append(
+            [
+                label,
+                str(row["runs"]),
+                *(str(row[k]) for k in OUTCOMES),
+                "-" if median is None else f"{median:g}",
+            ]
+        )
+    lines += _table(rows)
+    lines += [
+        "",
+        f"enforce would have saved: {summary.saved_calls} calls and {summary.saved_turns} model "
+        f"turns on {summary.saved_runs} runs; tokens in/out {_num(summary.saved_input_tokens)}/"
+        f"{_num(summary.saved_output_tokens)} (where the log records usage)",
+    ]
+    return lines
+
+
+def render(
+    results: Sequence[RunResult],
+    summary: Fleet,
+    skipped: Sequence[Skipped],
+    files: int,
+    show_content: bool,
+) -> str:
+    lines = [f"transcripts: {files} files, {summary.runs} runs", ""]
+    if results:
+        lines += runs_table(results)
+        lines += [
+            "",
+            "remind/stop: tTURN/cCALL (1-based); * = shadow/warn only count it; the stop "
+            "column is enforce's; peers: the call at which each rule fires",
+            "",
+        ]
+    lines += fleet_lines(summary)
+    if skipped:
+        lines += ["", f"skipped {len(skipped)} file{'' if len(skipped) == 1 else 's'}:"]
+        lines += [f"  {s.path}: {s.reason}" for s in skipped]
+    if show_content:
+        lines += ["", "content (--show-content): the batch where the guard would first act"]
+        for name, r in zip(_names(results), results, strict=True):
+            for call in content(r):
+                axes = f"{call['status']}/{call['execution_status']} {call['error_type'] or '-'}"
+                text = call["error_text"] or ""
+                lines.append(f"  {name} {call['call_id']} {call['tool']} {axes}: {text}")
+    return "\n".join(lines) + "\n"
