@@ -35,7 +35,7 @@ def _json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any]:
 def test_the_fixtures_report_without_any_content(capsys: pytest.CaptureFixture[str]) -> None:
     status, out, err = _run(capsys, str(FIXTURES))
     assert status == 0 and err == ""
-    assert "fleet: 10 runs (1 succeeded, 1 failed, 8 not recorded)" in out
+    assert "fleet: 22 runs (7 succeeded, 4 failed, 11 not recorded)" in out
     for text in CONTENT:
         assert text not in out
     data = _json(capsys, str(FIXTURES))
@@ -56,11 +56,13 @@ def test_json_schema(capsys: pytest.CaptureFixture[str]) -> None:
     assert data["schema"] == "tool-failure-guard.transcripts/1"
     assert set(data) == {"schema", "files", "skipped", "runs", "fleet", "rules"}
     assert {f["kind"] for f in data["files"]} == {
+        "claude-code",
+        "codex",
         "qwen-code",
         "mini-swe-agent",
         "tool-failure-guard",
     }
-    assert sum(f["runs"] for f in data["files"]) == len(data["runs"]) == data["fleet"]["runs"] == 10
+    assert sum(f["runs"] for f in data["files"]) == len(data["runs"]) == data["fleet"]["runs"] == 22
     run = next(r for r in data["runs"] if r["source"].endswith("failing-command.traj.json"))
     assert set(run) == {
         "agent", "source", "run_id", "model", "succeeded", "turns", "calls", "failed_calls",
@@ -158,7 +160,7 @@ def test_a_mixed_directory_reports_what_it_skipped(
 def test_kind_reads_every_file_as_that_kind(capsys: pytest.CaptureFixture[str]) -> None:
     data = _json(capsys, "--kind", "mini-swe-agent", str(FIXTURES))
     assert {f["kind"] for f in data["files"]} == {"mini-swe-agent"}
-    assert len(data["files"]) == 2 and len(data["skipped"]) == 7  # 6 others + README.md
+    assert len(data["files"]) == 2 and len(data["skipped"]) == 18  # 15 others + 3 README.md
 
 
 def test_progress_on_request() -> None:

@@ -13,12 +13,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TRANSCRIPTS_FILE = ROOT / "docs" / "evaluation" / "transcripts.json"
 #: the argument the committed document was made with, from the repository root
 FIXTURES_ARG = "tests/fixtures/transcripts"
 
 _AGENTS = {
+    "claude-code": "Claude Code 2.1.197 (npm; session logs and `--output-format stream-json`)",
+    "codex": "OpenAI Codex CLI 0.169.0 (npm; `codex exec` rollouts)",
     "qwen-code": "Qwen Code 0.24.4 (npm; `-p` and ACP, yolo)",
     "mini-swe-agent": "mini-swe-agent 2.4.6 (PyPI, default agent, litellm)",
     "tool-failure-guard": "this project's ACP agent (scripted-model scenarios)",

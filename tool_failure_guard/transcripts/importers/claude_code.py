@@ -28,6 +28,7 @@ Subagent (sidechain) lines and Claude Code's own synthetic messages (model
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from typing import Any, Final
 
@@ -264,7 +265,7 @@ def _finish(path: str, run: _Run) -> Run:
         )
     return Run(
         agent=KIND,
-        source=path,
+        source=str(path),
         run_id=run.run_id,
         turns=tuple(turns),
         succeeded=run.succeeded,
@@ -283,8 +284,9 @@ def _session_id(record: dict[str, Any], form: str) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def read(path: str) -> Iterator[Run]:
+def read(source: str | os.PathLike[str]) -> Iterator[Run]:
     """The runs of a Claude Code session log or stream-json output, in order."""
+    path = os.fspath(source)
     form: str | None = None
     runs: list[_Run] = []
     session: str | None = None

@@ -25,6 +25,7 @@ Responses API items the model and the tools exchanged: ``message``,
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from typing import Any, Final
 
@@ -248,7 +249,7 @@ class _Reader:
         for number, run in enumerate(kept, 1):
             yield Run(
                 agent=KIND,
-                source=self.path,
+                source=str(self.path),
                 run_id=base if len(kept) == 1 else f"{base}/{number}",
                 turns=tuple(
                     Turn(
@@ -264,8 +265,9 @@ class _Reader:
             )
 
 
-def read(path: str) -> Iterator[Run]:
+def read(source: str | os.PathLike[str]) -> Iterator[Run]:
     """The runs of a Codex rollout, in order."""
+    path = os.fspath(source)
     reader = _Reader(path)
     first = True
     for line, record in records(path):
