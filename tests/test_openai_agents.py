@@ -14,8 +14,9 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+import pydantic
 import pytest
-from agents import FunctionTool, UserError, function_tool
+from agents import FunctionTool, MaxTurnsExceeded, UserError, function_tool
 from hosts.openai_agents import WAYS, make_agent, run, run_config
 from openai_server import FakeOpenAI, Reply, call, serve
 from telemetry_harness import Harness
@@ -26,15 +27,20 @@ from tool_failure_guard.core import (
     Continue,
     raised,
 )
+from tool_failure_guard.core.actions import shown_text
 from tool_failure_guard.guard import (
     REPEATED_TOOL_FAILURE_REMINDER,
     REPEATED_TOOL_FAILURE_STOP_MESSAGE,
+    FailureKey,
     GuardMode,
 )
+from tool_failure_guard.integrations._api import ProtectionStopped as SharedStopped
 from tool_failure_guard.integrations.openai_agents import (
     GuardedRunner,
     GuardStop,
-    RepeatedToolFailureStopped,
+    ProtectionStopped,
+    report_of,
+    stop_of,
 )
 from tool_failure_guard.integrations.openai_agents._run import GuardedRun, function_call
 from tool_failure_guard.session.telemetry.sink import (
@@ -45,6 +51,7 @@ from tool_failure_guard.session.telemetry.sink import (
 )
 
 REMINDER = REPEATED_TOOL_FAILURE_REMINDER
+STOP_TEXT = shown_text(REPEATED_TOOL_FAILURE_STOP_MESSAGE)
 
 
 @function_tool
@@ -108,24 +115,73 @@ def tool_outputs(fake: FakeOpenAI, index: int) -> list[str]:
 def test_enforce_reminds_once_then_stops_in_every_way(way: str) -> None:
     fake = FakeOpenAI(failing())
     with serve(fake):
-        result = run(
-            GuardedRunner(mode="enforce"), make_agent(fake.base_url, [read_file]), "go", way
-        )  # type: ignore[arg-type]
+        agent = make_agent(fake.base_url, [read_file])
+        # the default stop is the SDK's limit idiom: raised (from stream_events() when
+        # streamed) before the next model request, an agents.MaxTurnsExceeded too
+        with pytest.raises(MaxTurnsExceeded) as raised:
+            run(GuardedRunner(mode="enforce"), agent, "go", way)  # type: ignore[arg-type]
     # 8 failures -> the reminder in request 9; the 9th failure stops: no 10th request.
     assert len(fake.requests) == 9
     assert [len(reminders(fake, i)) for i in range(9)] == [0] * 8 + [1]
-    stop = GuardedRunner.stop_of(result)
-    assert isinstance(stop, GuardStop)
+    error = raised.value
+    assert isinstance(error, ProtectionStopped) and isinstance(error, SharedStopped)
+    assert isinstance(error.stop, GuardStop) and error.stop.mode is GuardMode.ENFORCE
+    assert error.loop_type == LOOP_REPEATED_TOOL_FAILURE
+    assert error.key == FailureKey("read_file", "file_not_found")
+    assert error.stop.notice == STOP_TEXT and str(error) == STOP_TEXT
+    assert error.report.stop == error.stop and error.report.decisions[-2:] == ("warn", "stop")
+    # The SDK's run details, as for its own MaxTurnsExceeded: the nine settled results.
+    assert error.run_data is not None
+    outputs = [i for i in error.run_data.new_items if i.type == "tool_call_output_item"]
+    assert len(outputs) == 9
+
+
+@pytest.mark.parametrize("way", WAYS)
+def test_on_stop_end_ends_a_text_run_with_the_stop_text_in_every_way(way: str) -> None:
+    fake = FakeOpenAI(failing())
+    with serve(fake):
+        runner = GuardedRunner(mode="enforce", on_stop="end")
+        result = run(runner, make_agent(fake.base_url, [read_file]), "go", way)  # type: ignore[arg-type]
+    assert len(fake.requests) == 9
+    stop = stop_of(result)
+    assert stop is not None and stop == GuardedRunner.stop_of(result)
     assert stop.loop_type == LOOP_REPEATED_TOOL_FAILURE
-    assert result.final_output == stop.notice == REPEATED_TOOL_FAILURE_STOP_MESSAGE
+    assert result.final_output == stop.notice == STOP_TEXT
+    report = report_of(result)
+    assert report is not None and report.stop == stop
     # The settled results stay in the run's history: nine calls, nine outputs.
     items = result.to_input_list()
     outputs = [i for i in items if isinstance(i, dict) and i.get("type") == "function_call_output"]
     assert len(outputs) == 9
 
 
+@pytest.mark.parametrize("way", WAYS)
+def test_on_stop_end_raises_all_the_same_for_a_typed_output(way: str) -> None:
+    class Answer(pydantic.BaseModel):
+        text: str
+
+    fake = FakeOpenAI(failing())
+    with serve(fake):
+        agent = make_agent(fake.base_url, [read_file], output_type=Answer)
+        with pytest.raises(ProtectionStopped) as raised:
+            run(GuardedRunner(mode="enforce", on_stop="end"), agent, "go", way)  # type: ignore[arg-type]
+    assert len(fake.requests) == 9 and raised.value.loop_type == LOOP_REPEATED_TOOL_FAILURE
+
+
+def test_a_stop_at_the_last_allowed_turn_is_the_guards_error() -> None:
+    fake = FakeOpenAI(failing())
+    with serve(fake):
+        agent = make_agent(fake.base_url, [read_file])
+        # the 9th turn stops; the SDK's max_turns check of the 10th comes before the filter
+        with pytest.raises(ProtectionStopped) as raised:
+            run(GuardedRunner(mode="enforce"), agent, "go", max_turns=9)
+    assert len(fake.requests) == 9
+    assert isinstance(raised.value.__cause__, MaxTurnsExceeded)
+    assert raised.value.run_data is not None
+
+
 def test_a_second_run_starts_with_a_fresh_guard() -> None:
-    runner = GuardedRunner(mode="enforce")
+    runner = GuardedRunner(mode="enforce", on_stop="end")
     for _ in range(2):
         fake = FakeOpenAI(failing())
         with serve(fake):
@@ -194,7 +250,7 @@ def test_a_tool_with_its_own_failure_error_function_is_observed() -> None:
     fake = FakeOpenAI(failing("fetch_url", {"url": "http://x"}))
     with serve(fake):
         agent = make_agent(fake.base_url, [fetch_url])
-        result = run(GuardedRunner(mode="enforce"), agent, "go")
+        result = run(GuardedRunner(mode="enforce", on_stop="end"), agent, "go")
     assert GuardedRunner.stop_of(result) is not None
     assert len(fake.requests) == 9
     # The tool's own handler still answered the model.
@@ -205,11 +261,12 @@ def test_invalid_arguments_are_never_counted_by_the_guard() -> None:
     harness = Harness()
     fake = FakeOpenAI(failing(args="{not json"))
     with serve(fake):
-        runner = GuardedRunner(mode="enforce", telemetry=harness.sink)
+        runner = GuardedRunner(mode="enforce", telemetry=harness.sink, on_stop="end")
         result = run(runner, make_agent(fake.base_url, [read_file]), "go")
     stop = GuardedRunner.stop_of(result)
     # The invalid-parameter protection stops it (three not_started calls), never this guard.
     assert stop is not None and stop.loop_type == LOOP_INVALID_TOOL_PARAMS
+    assert stop.key is None  # the key is the repeated-failure guard's
     assert len(fake.requests) == 3
     assert all(not reminders(fake, i) for i in range(3))
     calls = harness.logs(TOOL_CALL_EVENT)
@@ -226,7 +283,7 @@ def test_an_unknown_tool_is_not_started_when_the_sdk_answers_the_model() -> None
         runner = GuardedRunner(mode="enforce", telemetry=harness.sink)
         # No function-tool result: the SDK skips tool_use_behavior, so the stop is raised
         # before the next request (typed), with the settled items attached.
-        with pytest.raises(RepeatedToolFailureStopped) as raised:
+        with pytest.raises(ProtectionStopped) as raised:
             run(runner, make_agent(fake.base_url, [read_file]), "go", run_config=config)
     assert raised.value.stop.loop_type == LOOP_INVALID_TOOL_PARAMS
     assert len(fake.requests) == 3
@@ -251,7 +308,7 @@ def test_parallel_calls_in_one_response_are_one_batch() -> None:
     )
     fake = FakeOpenAI(plan)
     with serve(fake):
-        runner = GuardedRunner(mode="enforce", telemetry=harness.sink)
+        runner = GuardedRunner(mode="enforce", telemetry=harness.sink, on_stop="end")
         result = run(runner, make_agent(fake.base_url, [read_file]), "go")
     assert [len(reminders(fake, i)) for i in range(len(fake.requests))] == [0, 0, 0, 0, 1]
     assert GuardedRunner.stop_of(result) is not None
@@ -366,7 +423,8 @@ def test_telemetry_goes_to_the_agents_sinks_with_this_route() -> None:
     fake = FakeOpenAI(failing())
     with serve(fake):
         runner = GuardedRunner(mode="enforce", telemetry=harness.sink)
-        run(runner, make_agent(fake.base_url, [read_file]), "go")
+        with pytest.raises(ProtectionStopped):
+            run(runner, make_agent(fake.base_url, [read_file]), "go")
     routes = {attrs["route"] for attrs, _ in harness.points(GUARD_COUNTER)}
     assert routes == {"openai_agents"}
     decisions = [d["decision"] for d in harness.logs(GUARD_LOG_EVENT)]
@@ -374,6 +432,7 @@ def test_telemetry_goes_to_the_agents_sinks_with_this_route() -> None:
     (prompt,) = harness.logs(PROMPT_EVENT)
     assert prompt["route"] == "openai_agents"
     assert prompt["loop_type"] == "repeated_tool_execution_failure"
+    assert prompt["stop_reason"] == "end_turn"  # stopped by a protection, not an error
     assert (prompt["model_turns"], prompt["tool_calls"], prompt["batches"]) == (9, 9, 9)
     assert len(harness.logs(TOOL_CALL_EVENT)) == 9
 
@@ -404,6 +463,39 @@ def test_a_run_whose_tool_calls_were_never_observed_warns_once(
     assert "tool_failure_guard.integrations.openai_agents" in warnings[0].getMessage()
     assert harness.logs(TOOL_CALL_EVENT) == []  # nothing was seen, nothing is made up
     assert harness.logs(PROMPT_EVENT)[0]["tool_calls"] == 1
+
+
+def test_the_fail_open_warning_comes_during_the_run() -> None:
+    # A helper agent the run hands off to loops on its own tool, which the adapter does
+    # not observe: the warning must come at the first batch it could not see, not at the end.
+    seen_at: list[int] = []
+
+    class Probe(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if "observed none" in record.getMessage():
+                seen_at.append(len(fake.requests))
+
+    def plan(n: int) -> Reply:
+        if n == 0:
+            return Reply(calls=(call("h0", "transfer_to_helper", {}),))
+        if n < 6:
+            return Reply(calls=(call(f"t{n}", "list_dir", {"path": "."}),))
+        return Reply(text="done")
+
+    fake = FakeOpenAI(turns(plan))
+    probe = Probe(logging.WARNING)
+    logger = logging.getLogger("tool_failure_guard.integrations.openai_agents")
+    logger.addHandler(probe)
+    try:
+        with serve(fake):
+            helper = make_agent(fake.base_url, [list_dir], name="helper")
+            agent = make_agent(fake.base_url, [read_file], handoffs=[helper])
+            result = run(GuardedRunner(mode="enforce"), agent, "go")
+    finally:
+        logger.removeHandler(probe)
+    assert result.final_output == "done" and len(fake.requests) == 7
+    # the helper's first batch closes before request 3 is sent: said then, and only once
+    assert seen_at == [2]
 
 
 def test_a_call_whose_outcome_was_not_seen_makes_the_receipt_incomplete() -> None:
@@ -517,9 +609,10 @@ def test_a_failing_telemetry_sink_changes_nothing() -> None:
     fake = FakeOpenAI(failing())
     with serve(fake):
         runner = GuardedRunner(mode="enforce", telemetry=_BrokenSink())  # type: ignore[arg-type]
-        result = run(runner, make_agent(fake.base_url, [read_file]), "go")
+        with pytest.raises(ProtectionStopped) as raised:
+            run(runner, make_agent(fake.base_url, [read_file]), "go")
     assert len(fake.requests) == 9
-    assert GuardedRunner.stop_of(result) is not None
+    assert raised.value.report.stop is not None
 
 
 def test_the_agent_and_the_core_never_import_the_adapter() -> None:
