@@ -12,6 +12,7 @@ a fresh guard (the guard is per prompt and in memory), and it is guarded.
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
 import pytest
@@ -32,6 +33,7 @@ from tool_failure_guard.core import LOOP_REPEATED_TOOL_FAILURE
 from tool_failure_guard.core.actions import shown_text
 from tool_failure_guard.guard import REPEATED_TOOL_FAILURE_REMINDER as REMINDER
 from tool_failure_guard.guard import REPEATED_TOOL_FAILURE_STOP_MESSAGE
+from tool_failure_guard.integrations._api import LOGGER_NAME
 from tool_failure_guard.integrations.openai_agents import (
     GuardedRunner,
     ProtectionStopped,
@@ -279,3 +281,31 @@ def test_a_finished_runs_agent_carries_its_own_behaviour() -> None:
     clone = waiting.last_agent
     assert clone is not agent and clone.tool_use_behavior == agent.tool_use_behavior
     assert isinstance(clone.tools[0], FunctionTool) and clone.tools[0] is not read_file
+
+
+def test_shadow_logs_once_per_prompt_across_a_live_resume(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    def plan(body: dict[str, Any]) -> Reply:
+        n = sum(1 for m in body["messages"] if m["role"] == "assistant")
+        if n < 12:
+            return Reply(calls=(call(f"c{n}", "read_file", {"path": "missing.txt"}),))
+        return Reply(text="done")
+
+    fake = FakeOpenAI(plan)
+    runner = GuardedRunner(mode="shadow")
+    caplog.set_level(logging.INFO, logger=LOGGER_NAME)
+    with serve(fake):
+        agent = make_agent(fake.base_url, [reader("c8")])
+        waiting = _interrupted(runner, agent, "c8")  # 8 failures: would remind; c8 asks
+        first = [r for r in caplog.records if r.name == LOGGER_NAME]
+        state = waiting.to_state()
+        state.approve(state.get_interruptions()[0])
+        resumed = _resume(runner, agent, state, "run")
+    assert resumed.final_output == "done"  # shadow changes nothing the model sees
+    records = [r for r in caplog.records if r.name == LOGGER_NAME]
+    decided = [getattr(r, "tool_failure_guard_decision", None) for r in records]
+    assert [getattr(r, "tool_failure_guard_decision", None) for r in first] == ["would_warn"]
+    assert decided == ["would_warn", "would_stop"]  # c8, the 9th failure: would stop, once
+    report = GuardedRunner.report_of(resumed)
+    assert report is not None and "would_stop" in report.decisions and report.stop is None

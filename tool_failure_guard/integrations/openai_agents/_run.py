@@ -58,6 +58,10 @@ ROUTE = "openai_agents"
 LOGGER = logging.getLogger("tool_failure_guard.integrations.openai_agents")
 
 _log = LOGGER
+#: The decisions the action log records (the first reminder and the first stop of a run).
+_LOGGED = frozenset(
+    (DecisionKind.WOULD_WARN, DecisionKind.WARN, DecisionKind.WOULD_STOP, DecisionKind.STOP)
+)
 
 
 @attrs.frozen
@@ -204,7 +208,7 @@ class GuardedRun:
         if step is not None:
             kind = step.decision.kind
             self.decisions.append(kind.value)
-            if kind is not DecisionKind.TRACKED and kind is not DecisionKind.NONE:
+            if kind in _LOGGED:
                 self.actions.decided(
                     kind, self.mode, batch=step.batch_ordinal, loop_type=LOOP_REPEATED_TOOL_FAILURE
                 )
