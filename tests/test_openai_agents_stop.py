@@ -10,6 +10,7 @@ stop text and raises all the same for a typed output.
 from __future__ import annotations
 
 import logging
+import pickle
 
 import pydantic
 import pytest
@@ -62,6 +63,9 @@ def test_enforce_reminds_once_then_stops_in_every_way(way: str) -> None:
     assert error.run_data is not None
     outputs = [i for i in error.run_data.new_items if i.type == "tool_call_output_item"]
     assert len(outputs) == 9
+    copy = pickle.loads(pickle.dumps(error))  # crosses a process boundary (without run_data)
+    assert type(copy) is ProtectionStopped and copy.stop == error.stop
+    assert copy.report == error.report
 
 
 @pytest.mark.parametrize("way", WAYS)
