@@ -12,7 +12,8 @@ called, or on an instance with an explicit configuration::
         result = await GuardedRunner.run(agent, "Fix the build")  # was: Runner.run(agent, ...)
     except ProtectionStopped as stopped:  # also an agents.MaxTurnsExceeded
         ...  # a protection stopped the run: stopped.loop_type, stopped.key, stopped.report
-    report = report_of(result)  # what the guard did, in every mode
+    else:
+        report = report_of(result)  # what the guard did, in every mode
 
 ``GuardedRunner(on_stop="end")`` ends a stopped run with the stop text as its
 ``final_output`` instead, where the agent's output type is text (``_stop``);
