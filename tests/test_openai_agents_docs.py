@@ -67,6 +67,15 @@ def test_the_example_is_stopped_by_the_guard_on_a_failing_loop(tmp_path: Path) -
     assert fake.count_in(8, REPEATED_TOOL_FAILURE_REMINDER) == 1
 
 
+def test_the_streamed_example_is_stopped_too(tmp_path: Path) -> None:
+    fake = FakeOpenAI(reading("missing.md"))
+    with serve(fake):
+        done = _example(fake, tmp_path, "--stream", "Summarise missing.md")
+    assert done.returncode == 3, done.stderr  # raised from stream_events(), caught
+    assert done.stdout.strip() == shown_text(REPEATED_TOOL_FAILURE_STOP_MESSAGE)
+    assert len(fake.requests) == 9
+
+
 def test_the_example_streams_and_completes_when_the_tool_works(tmp_path: Path) -> None:
     (tmp_path / "TODO.md").write_text("ship it\n", encoding="utf-8")
 
