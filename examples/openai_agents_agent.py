@@ -8,7 +8,8 @@ Runs against any OpenAI-compatible chat-completions endpoint::
         "Summarise the file TODO.md"
 
 The agent has one tool, ``read_file``, reading files under ``--root``.  The
-guard's part is the three marked lines; everything else is a plain SDK agent.
+guard's part is the marked lines; everything else is a plain SDK agent.  A
+stopped run raises ``ProtectionStopped`` (an ``agents.MaxTurnsExceeded`` too).
 Exit status: 0 when the run completed, 3 when the guard stopped it.
 """
 
@@ -23,7 +24,10 @@ from pathlib import Path
 import openai
 from agents import Agent, OpenAIChatCompletionsModel, function_tool, set_tracing_disabled
 
-from tool_failure_guard.integrations.openai_agents import GuardedRunner  # guard: 1/3
+from tool_failure_guard.integrations.openai_agents import (  # guard: 1/4
+    GuardedRunner,
+    ProtectionStopped,
+)
 
 
 def build_agent(model: str, base_url: str | None, api_key: str, root: Path) -> Agent[None]:
@@ -64,19 +68,20 @@ async def main(argv: list[str] | None = None) -> int:
     agent = build_agent(args.model, args.base_url, api_key, args.root.resolve())
     # Runner.run(agent, ...) becomes GuardedRunner.run(agent, ...): the class form takes the
     # mode from the environment; an instance, GuardedRunner(mode=...), is an explicit choice.
-    runner = GuardedRunner if args.mode is None else GuardedRunner(mode=args.mode)  # guard: 2/3
-    if args.stream:
-        streamed = runner.run_streamed(agent, args.prompt, max_turns=args.max_turns)  # 3/3
-        async for _event in streamed.stream_events():
-            pass
-        result = streamed
-    else:
-        result = await runner.run(agent, args.prompt, max_turns=args.max_turns)  # guard: 3/3
-    print(result.final_output)
-    stop = GuardedRunner.stop_of(result)
-    if stop is not None:
-        print(f"[stopped by the guard: {stop.loop_type}]", file=sys.stderr)
+    runner = GuardedRunner if args.mode is None else GuardedRunner(mode=args.mode)  # guard: 2/4
+    try:
+        if args.stream:
+            streamed = runner.run_streamed(agent, args.prompt, max_turns=args.max_turns)  # 3/4
+            async for _event in streamed.stream_events():  # a stop is raised from here
+                pass
+            result = streamed
+        else:
+            result = await runner.run(agent, args.prompt, max_turns=args.max_turns)  # guard: 3/4
+    except ProtectionStopped as stopped:  # guard: 4/4 (a handler of MaxTurnsExceeded also works)
+        print(stopped.stop.notice)
+        print(f"[stopped by the guard: {stopped.loop_type}]", file=sys.stderr)
         return 3
+    print(result.final_output)
     return 0
 
 

@@ -115,12 +115,13 @@ def check_langchain(text: str, tmp_path: Path) -> None:
 def check_openai_agents(text: str, tmp_path: Path) -> None:
     from hosts.openai_agents import behaviour_tools, make_agent
 
-    from tool_failure_guard.integrations.openai_agents import GuardedRunner
+    from tool_failure_guard.integrations.openai_agents import GuardStop
 
     def run(url: str) -> dict[str, Any]:
         return run_snippet(text, {"agent": make_agent(url, behaviour_tools(tmp_path))})
 
     fake, done = looping(run)
-    stop = GuardedRunner.stop_of(done["result"])
-    assert stop is not None and stop.loop_type == LOOP_TYPE
+    stop = done["stop"]  # the default: the stopped run raised, the snippet caught it
+    assert "result" not in done and isinstance(stop, GuardStop)
+    assert stop.loop_type == LOOP_TYPE
     assert len(fake.requests) == 3  # tracked, warned, stopped: no fourth request

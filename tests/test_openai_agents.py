@@ -16,16 +16,16 @@ from typing import Any
 
 import pytest
 from agents import FunctionTool, UserError, function_tool
-from hosts.openai_agents import WAYS, make_agent, run, run_config
+from hosts.openai_agents import make_agent, run, run_config
 from openai_server import FakeOpenAI, Reply, call, serve
 from telemetry_harness import Harness
 
 from tool_failure_guard.core import (
     LOOP_INVALID_TOOL_PARAMS,
-    LOOP_REPEATED_TOOL_FAILURE,
     Continue,
     raised,
 )
+from tool_failure_guard.core.actions import shown_text
 from tool_failure_guard.guard import (
     REPEATED_TOOL_FAILURE_REMINDER,
     REPEATED_TOOL_FAILURE_STOP_MESSAGE,
@@ -33,8 +33,7 @@ from tool_failure_guard.guard import (
 )
 from tool_failure_guard.integrations.openai_agents import (
     GuardedRunner,
-    GuardStop,
-    RepeatedToolFailureStopped,
+    ProtectionStopped,
 )
 from tool_failure_guard.integrations.openai_agents._run import GuardedRun, function_call
 from tool_failure_guard.telemetry.sink import (
@@ -45,6 +44,7 @@ from tool_failure_guard.telemetry.sink import (
 )
 
 REMINDER = REPEATED_TOOL_FAILURE_REMINDER
+STOP_TEXT = shown_text(REPEATED_TOOL_FAILURE_STOP_MESSAGE)
 
 
 @function_tool
@@ -104,28 +104,8 @@ def tool_outputs(fake: FakeOpenAI, index: int) -> list[str]:
 # -- the failing-tool loop, in each of the three ways -------------------------------
 
 
-@pytest.mark.parametrize("way", WAYS)
-def test_enforce_reminds_once_then_stops_in_every_way(way: str) -> None:
-    fake = FakeOpenAI(failing())
-    with serve(fake):
-        result = run(
-            GuardedRunner(mode="enforce"), make_agent(fake.base_url, [read_file]), "go", way
-        )  # type: ignore[arg-type]
-    # 8 failures -> the reminder in request 9; the 9th failure stops: no 10th request.
-    assert len(fake.requests) == 9
-    assert [len(reminders(fake, i)) for i in range(9)] == [0] * 8 + [1]
-    stop = GuardedRunner.stop_of(result)
-    assert isinstance(stop, GuardStop)
-    assert stop.loop_type == LOOP_REPEATED_TOOL_FAILURE
-    assert result.final_output == stop.notice == REPEATED_TOOL_FAILURE_STOP_MESSAGE
-    # The settled results stay in the run's history: nine calls, nine outputs.
-    items = result.to_input_list()
-    outputs = [i for i in items if isinstance(i, dict) and i.get("type") == "function_call_output"]
-    assert len(outputs) == 9
-
-
 def test_a_second_run_starts_with_a_fresh_guard() -> None:
-    runner = GuardedRunner(mode="enforce")
+    runner = GuardedRunner(mode="enforce", on_stop="end")
     for _ in range(2):
         fake = FakeOpenAI(failing())
         with serve(fake):
@@ -194,7 +174,7 @@ def test_a_tool_with_its_own_failure_error_function_is_observed() -> None:
     fake = FakeOpenAI(failing("fetch_url", {"url": "http://x"}))
     with serve(fake):
         agent = make_agent(fake.base_url, [fetch_url])
-        result = run(GuardedRunner(mode="enforce"), agent, "go")
+        result = run(GuardedRunner(mode="enforce", on_stop="end"), agent, "go")
     assert GuardedRunner.stop_of(result) is not None
     assert len(fake.requests) == 9
     # The tool's own handler still answered the model.
@@ -205,11 +185,12 @@ def test_invalid_arguments_are_never_counted_by_the_guard() -> None:
     harness = Harness()
     fake = FakeOpenAI(failing(args="{not json"))
     with serve(fake):
-        runner = GuardedRunner(mode="enforce", telemetry=harness.sink)
+        runner = GuardedRunner(mode="enforce", telemetry=harness.sink, on_stop="end")
         result = run(runner, make_agent(fake.base_url, [read_file]), "go")
     stop = GuardedRunner.stop_of(result)
     # The invalid-parameter protection stops it (three not_started calls), never this guard.
     assert stop is not None and stop.loop_type == LOOP_INVALID_TOOL_PARAMS
+    assert stop.key is None  # the key is the repeated-failure guard's
     assert len(fake.requests) == 3
     assert all(not reminders(fake, i) for i in range(3))
     calls = harness.logs(TOOL_CALL_EVENT)
@@ -226,7 +207,7 @@ def test_an_unknown_tool_is_not_started_when_the_sdk_answers_the_model() -> None
         runner = GuardedRunner(mode="enforce", telemetry=harness.sink)
         # No function-tool result: the SDK skips tool_use_behavior, so the stop is raised
         # before the next request (typed), with the settled items attached.
-        with pytest.raises(RepeatedToolFailureStopped) as raised:
+        with pytest.raises(ProtectionStopped) as raised:
             run(runner, make_agent(fake.base_url, [read_file]), "go", run_config=config)
     assert raised.value.stop.loop_type == LOOP_INVALID_TOOL_PARAMS
     assert len(fake.requests) == 3
@@ -251,7 +232,7 @@ def test_parallel_calls_in_one_response_are_one_batch() -> None:
     )
     fake = FakeOpenAI(plan)
     with serve(fake):
-        runner = GuardedRunner(mode="enforce", telemetry=harness.sink)
+        runner = GuardedRunner(mode="enforce", telemetry=harness.sink, on_stop="end")
         result = run(runner, make_agent(fake.base_url, [read_file]), "go")
     assert [len(reminders(fake, i)) for i in range(len(fake.requests))] == [0, 0, 0, 0, 1]
     assert GuardedRunner.stop_of(result) is not None
@@ -366,7 +347,8 @@ def test_telemetry_goes_to_the_agents_sinks_with_this_route() -> None:
     fake = FakeOpenAI(failing())
     with serve(fake):
         runner = GuardedRunner(mode="enforce", telemetry=harness.sink)
-        run(runner, make_agent(fake.base_url, [read_file]), "go")
+        with pytest.raises(ProtectionStopped):
+            run(runner, make_agent(fake.base_url, [read_file]), "go")
     routes = {attrs["route"] for attrs, _ in harness.points(GUARD_COUNTER)}
     assert routes == {"openai_agents"}
     decisions = [d["decision"] for d in harness.logs(GUARD_LOG_EVENT)]
@@ -374,6 +356,7 @@ def test_telemetry_goes_to_the_agents_sinks_with_this_route() -> None:
     (prompt,) = harness.logs(PROMPT_EVENT)
     assert prompt["route"] == "openai_agents"
     assert prompt["loop_type"] == "repeated_tool_execution_failure"
+    assert prompt["stop_reason"] == "end_turn"  # stopped by a protection, not an error
     assert (prompt["model_turns"], prompt["tool_calls"], prompt["batches"]) == (9, 9, 9)
     assert len(harness.logs(TOOL_CALL_EVENT)) == 9
 
@@ -517,9 +500,10 @@ def test_a_failing_telemetry_sink_changes_nothing() -> None:
     fake = FakeOpenAI(failing())
     with serve(fake):
         runner = GuardedRunner(mode="enforce", telemetry=_BrokenSink())  # type: ignore[arg-type]
-        result = run(runner, make_agent(fake.base_url, [read_file]), "go")
+        with pytest.raises(ProtectionStopped) as raised:
+            run(runner, make_agent(fake.base_url, [read_file]), "go")
     assert len(fake.requests) == 9
-    assert GuardedRunner.stop_of(result) is not None
+    assert raised.value.report.stop is not None
 
 
 def test_the_agent_and_the_core_never_import_the_adapter() -> None:

@@ -15,6 +15,7 @@ from typing import Any
 from example_runner import reading, run_root_example
 from openai_server import FakeOpenAI, Reply, call, serve
 
+from tool_failure_guard.core.actions import shown_text
 from tool_failure_guard.guard import (
     REPEATED_TOOL_FAILURE_REMINDER,
     REPEATED_TOOL_FAILURE_STOP_MESSAGE,
@@ -44,7 +45,7 @@ def test_the_docs_outcome_table_is_the_adapters() -> None:
 def test_the_docs_show_the_entry_point_the_module_exports() -> None:
     text = DOC.read_text(encoding="utf-8")
     section = text.split("## OpenAI Agents SDK", 1)[1]
-    for name in ("GuardedRunner", "stop_of", "GuardStop", "RepeatedToolFailureStopped"):
+    for name in ("GuardedRunner", "stop_of", "report_of", "GuardStop", "ProtectionStopped"):
         assert name in section
     assert "openai-agents>=0.24,<0.25" in section
     pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
@@ -60,10 +61,19 @@ def test_the_example_is_stopped_by_the_guard_on_a_failing_loop(tmp_path: Path) -
     with serve(fake):
         done = _example(fake, tmp_path, "Summarise missing.md")
     assert done.returncode == 3, done.stderr
-    assert done.stdout.strip() == REPEATED_TOOL_FAILURE_STOP_MESSAGE
+    assert done.stdout.strip() == shown_text(REPEATED_TOOL_FAILURE_STOP_MESSAGE)
     assert "[stopped by the guard: repeated_tool_execution_failure]" in done.stderr
     assert len(fake.requests) == 9
     assert fake.count_in(8, REPEATED_TOOL_FAILURE_REMINDER) == 1
+
+
+def test_the_streamed_example_is_stopped_too(tmp_path: Path) -> None:
+    fake = FakeOpenAI(reading("missing.md"))
+    with serve(fake):
+        done = _example(fake, tmp_path, "--stream", "Summarise missing.md")
+    assert done.returncode == 3, done.stderr  # raised from stream_events(), caught
+    assert done.stdout.strip() == shown_text(REPEATED_TOOL_FAILURE_STOP_MESSAGE)
+    assert len(fake.requests) == 9
 
 
 def test_the_example_streams_and_completes_when_the_tool_works(tmp_path: Path) -> None:

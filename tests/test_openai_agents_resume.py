@@ -12,19 +12,34 @@ a fresh guard (the guard is per prompt and in memory), and it is guarded.
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
 import pytest
-from agents import Agent, FunctionTool, Runner, RunState, UserError, function_tool
+from agents import (
+    Agent,
+    FunctionTool,
+    MaxTurnsExceeded,
+    Runner,
+    RunState,
+    UserError,
+    function_tool,
+)
 from hosts.openai_agents import WAYS, make_agent, run, run_config
 from openai_server import FakeOpenAI, Reply, call, serve
 from telemetry_harness import Harness
 
 from tool_failure_guard.core import LOOP_REPEATED_TOOL_FAILURE
+from tool_failure_guard.core.actions import shown_text
 from tool_failure_guard.guard import REPEATED_TOOL_FAILURE_REMINDER as REMINDER
 from tool_failure_guard.guard import REPEATED_TOOL_FAILURE_STOP_MESSAGE
-from tool_failure_guard.integrations.openai_agents import GuardedRunner
-from tool_failure_guard.telemetry.sink import PROMPT_EVENT
+from tool_failure_guard.integrations._api import LOGGER_NAME
+from tool_failure_guard.integrations.openai_agents import (
+    GuardedRunner,
+    ProtectionStopped,
+    RunReport,
+)
+from tool_failure_guard.session.telemetry.sink import PROMPT_EVENT
 
 #: The call that waits for an approval (the model's sixth response).
 ASKED = "c5"
@@ -70,10 +85,19 @@ def _resume(runner: Any, agent: Agent[Any], state: RunState[Any], way: str) -> A
     return run(runner, agent, state, way)  # type: ignore[arg-type]
 
 
-def _assert_stopped(result: Any) -> None:
-    stop = GuardedRunner.stop_of(result)
-    assert stop is not None and stop.loop_type == LOOP_REPEATED_TOOL_FAILURE
-    assert result.final_output == REPEATED_TOOL_FAILURE_STOP_MESSAGE
+def _resume_stopped(runner: Any, agent: Agent[Any], state: RunState[Any], way: str) -> Any:
+    """Resume; the guard stops the resumed run (the default: it raises); its report."""
+    with pytest.raises(ProtectionStopped) as raised:
+        _resume(runner, agent, state, way)
+    return _assert_stopped(raised.value)
+
+
+def _assert_stopped(error: BaseException) -> RunReport:
+    assert isinstance(error, ProtectionStopped) and isinstance(error, MaxTurnsExceeded)
+    assert error.loop_type == LOOP_REPEATED_TOOL_FAILURE
+    assert error.stop.notice == shown_text(REPEATED_TOOL_FAILURE_STOP_MESSAGE)
+    assert error.run_data is not None  # the SDK's details of the resumed run
+    return error.report
 
 
 @pytest.mark.parametrize("way", WAYS)
@@ -87,13 +111,10 @@ def test_a_live_resume_continues_the_prompts_guard(way: str) -> None:
         assert len(fake.requests) == 6  # five failing batches, then c5 asks
         state = waiting.to_state()
         state.approve(state.get_interruptions()[0])
-        resumed = _resume(runner, agent, state, way)
+        report = _resume_stopped(runner, agent, state, way)
     # c5 is the 6th failure; requests 7 and 8 bring the 7th and 8th; the reminder goes in
     # request 9 and its failure, the 9th, stops: as in a run that never waited.
     assert reminders(fake) == [0] * 8 + [1]
-    _assert_stopped(resumed)
-    report = GuardedRunner.report_of(resumed)
-    assert report is not None
     assert report.decisions[-1] == "stop" and len(report.decisions) == 4  # c5, c6, c7, c8
     assert report.batches == 9 and report.observed == 4
     # one prompt: each of its two runs reports its record under the same prompt id
@@ -123,13 +144,11 @@ def test_a_resume_from_a_serialized_state_is_guarded_with_a_fresh_guard(
 
         state = asyncio.run(rebuilt())
         state.approve(state.get_interruptions()[0])
-        resumed = _resume(runner, agent, state, way)
+        report = _resume_stopped(runner, agent, state, way)
     # a fresh guard: c5 is its 1st failure, requests 7..13 bring the 2nd..8th, the reminder
     # goes in request 14 and the 9th failure stops
     assert reminders(fake) == [0] * 13 + [1]
-    _assert_stopped(resumed)
-    report = GuardedRunner.report_of(resumed)
-    assert report is not None and report.batches == 9 and report.observed == 9
+    assert report.batches == 9 and report.observed == 9
     assert report.decisions[-1] == "stop"
     assert "none" not in report.decisions
     assert agent.tools == [read_file]  # the application's agent is still not changed
@@ -145,9 +164,8 @@ def test_a_resume_of_a_plain_runners_state_is_guarded() -> None:
 
         state = asyncio.run(asyncio.wait_for(unguarded(), 60)).to_state()
         state.approve(state.get_interruptions()[0])
-        resumed = _resume(GuardedRunner(mode="enforce"), agent, state, "run")
+        _resume_stopped(GuardedRunner(mode="enforce"), agent, state, "run")
     assert reminders(fake) == [0] * 13 + [1]
-    _assert_stopped(resumed)
 
 
 @pytest.mark.parametrize("way", WAYS)
@@ -160,11 +178,10 @@ def test_input_added_to_an_interrupted_state_reaches_the_model_and_is_guarded(wa
         state = waiting.to_state()
         state.approve(state.get_interruptions()[0])
         state.add_input("Also look at b.txt.")  # as with agents.Runner: no UserError
-        resumed = _resume(runner, agent, state, way)
+        _resume_stopped(runner, agent, state, way)
     users = [m["content"] for m in fake.messages(6) if m["role"] == "user"]
     assert users == ["go", "Also look at b.txt."]
     assert reminders(fake) == [0] * 8 + [1]
-    _assert_stopped(resumed)
 
 
 def test_a_reminder_given_before_the_wait_stays_in_the_resumed_runs_requests() -> None:
@@ -210,20 +227,18 @@ def test_two_states_of_one_run_resumed_at_once_are_both_guarded() -> None:
 
         async def both() -> list[Any]:
             resumes = [runner.run(agent, state, run_config=run_config()) for state in states]
-            return list(await asyncio.gather(*resumes))
+            return list(await asyncio.gather(*resumes, return_exceptions=True))
 
         results = asyncio.run(asyncio.wait_for(both(), 120))
-    reports = [GuardedRunner.report_of(result) for result in results]
+    reports = [_assert_stopped(error) for error in results]
     # the first continues the prompt's guard (stops at the 9th failure overall); the clone
     # is taken, so the second has a fresh guard of its own (stops at its own 9th)
-    assert [len(r.decisions) for r in reports if r is not None] == [4, 9]
-    for result in results:
-        _assert_stopped(result)
+    assert [len(r.decisions) for r in reports] == [4, 9]
 
 
 def test_input_added_before_the_stopping_batch_is_kept_not_sent() -> None:
     fake = FakeOpenAI(failing)
-    runner = GuardedRunner(mode="enforce")
+    runner = GuardedRunner(mode="enforce", on_stop="end")
     with serve(fake):
         agent = make_agent(fake.base_url, [reader("c8")])
         state = _interrupted(runner, agent, "c8").to_state()  # 8 failures, the reminder, c8
@@ -231,7 +246,9 @@ def test_input_added_before_the_stopping_batch_is_kept_not_sent() -> None:
         state.add_input("Also look at b.txt.")
         resumed = _resume(runner, agent, state, "run")
     assert len(fake.requests) == 9  # c8, the 9th failure, stops: no further request
-    _assert_stopped(resumed)
+    stop = GuardedRunner.stop_of(resumed)
+    assert stop is not None and stop.loop_type == LOOP_REPEATED_TOOL_FAILURE
+    assert resumed.final_output == stop.notice
     kept = resumed.to_state().pending_input
     assert [item.get("content") for item in kept] == ["Also look at b.txt."]
 
@@ -264,3 +281,31 @@ def test_a_finished_runs_agent_carries_its_own_behaviour() -> None:
     clone = waiting.last_agent
     assert clone is not agent and clone.tool_use_behavior == agent.tool_use_behavior
     assert isinstance(clone.tools[0], FunctionTool) and clone.tools[0] is not read_file
+
+
+def test_shadow_logs_once_per_prompt_across_a_live_resume(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    def plan(body: dict[str, Any]) -> Reply:
+        n = sum(1 for m in body["messages"] if m["role"] == "assistant")
+        if n < 12:
+            return Reply(calls=(call(f"c{n}", "read_file", {"path": "missing.txt"}),))
+        return Reply(text="done")
+
+    fake = FakeOpenAI(plan)
+    runner = GuardedRunner(mode="shadow")
+    caplog.set_level(logging.INFO, logger=LOGGER_NAME)
+    with serve(fake):
+        agent = make_agent(fake.base_url, [reader("c8")])
+        waiting = _interrupted(runner, agent, "c8")  # 8 failures: would remind; c8 asks
+        first = [r for r in caplog.records if r.name == LOGGER_NAME]
+        state = waiting.to_state()
+        state.approve(state.get_interruptions()[0])
+        resumed = _resume(runner, agent, state, "run")
+    assert resumed.final_output == "done"  # shadow changes nothing the model sees
+    records = [r for r in caplog.records if r.name == LOGGER_NAME]
+    decided = [getattr(r, "tool_failure_guard_decision", None) for r in records]
+    assert [getattr(r, "tool_failure_guard_decision", None) for r in first] == ["would_warn"]
+    assert decided == ["would_warn", "would_stop"]  # c8, the 9th failure: would stop, once
+    report = GuardedRunner.report_of(resumed)
+    assert report is not None and "would_stop" in report.decisions and report.stop is None

@@ -15,7 +15,11 @@ from agents import Runner, function_tool
 from hosts.openai_agents import WAYS, make_agent, run
 from openai_server import FakeOpenAI, Reply, call, serve
 
-from tool_failure_guard.integrations.openai_agents import GuardedRunner, GuardStop
+from tool_failure_guard.integrations.openai_agents import (
+    GuardedRunner,
+    GuardStop,
+    ProtectionStopped,
+)
 
 MODE_ENV = "QWEN_CODE_ACP_REPEATED_TOOL_FAILURE_GUARD"
 
@@ -38,11 +42,26 @@ def test_the_class_form_guards_the_run_in_every_way(
     monkeypatch.setenv(MODE_ENV, "enforce")
     for _ in range(2):  # each call is a fresh guard: the second run is not already stopped
         fake = FakeOpenAI(failing)
+        with serve(fake), pytest.raises(ProtectionStopped) as raised:
+            run(GuardedRunner, make_agent(fake.base_url, [read_file]), "go", way)  # type: ignore[arg-type]
+        assert len(fake.requests) == 9  # 8 failures, the reminder, the 9th stops
+        stop = raised.value.stop
+        assert isinstance(stop, GuardStop) and stop.mode.value == "enforce"
+
+
+@pytest.mark.parametrize("way", WAYS)
+def test_the_class_form_reads_the_environment_for_every_run(
+    way: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for mode in ("shadow", "enforce", "off"):
+        monkeypatch.setenv(MODE_ENV, mode)
+        fake = FakeOpenAI(
+            [Reply(calls=(call("c0", "read_file", {"path": "m"}),)), Reply(text="ok")]
+        )
         with serve(fake):
             result = run(GuardedRunner, make_agent(fake.base_url, [read_file]), "go", way)  # type: ignore[arg-type]
-        assert len(fake.requests) == 9  # 8 failures, the reminder, the 9th stops
-        stop = GuardedRunner.stop_of(result)
-        assert isinstance(stop, GuardStop) and stop.mode.value == "enforce"
+        report = GuardedRunner.report_of(result)
+        assert report is not None and report.mode.value == mode
 
 
 def test_an_instance_keeps_its_own_mode_over_the_environment(
@@ -51,7 +70,8 @@ def test_an_instance_keeps_its_own_mode_over_the_environment(
     monkeypatch.setenv(MODE_ENV, "off")
     fake = FakeOpenAI(failing)
     with serve(fake):
-        result = run(GuardedRunner(mode="enforce"), make_agent(fake.base_url, [read_file]), "go")
+        runner = GuardedRunner(mode="enforce", on_stop="end")
+        result = run(runner, make_agent(fake.base_url, [read_file]), "go")
     assert len(fake.requests) == 9 and GuardedRunner.stop_of(result) is not None
 
 

@@ -10,7 +10,7 @@ tracing export is disabled: nothing leaves the machine.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -27,7 +27,7 @@ from agents.result import RunResultBase
 from host_behaviour import API_KEY, COMPLETED, MODEL_NAME, STOPPED, HostOutcome, Scenario
 
 from tool_failure_guard.guard import GuardMode
-from tool_failure_guard.integrations.openai_agents import GuardedRunner
+from tool_failure_guard.integrations.openai_agents import GuardedRunner, ProtectionStopped
 
 set_tracing_disabled(True)
 
@@ -124,22 +124,37 @@ class OpenAIAgentsDriver:
             model=OpenAIChatCompletionsModel(model=MODEL_NAME, openai_client=client),
             tools=list(behaviour_tools(workspace)),
         )
-        result = run(GuardedRunner(mode=mode), agent, "go")
+        try:  # the default stop behaviour: a stopped run raises
+            result = run(GuardedRunner(mode=mode), agent, "go")
+        except ProtectionStopped as stopped:
+            assert stopped.run_data is not None  # the SDK's run details: the settled items
+            return HostOutcome(
+                ended=STOPPED,
+                loop_type=stopped.loop_type,
+                output=stopped.stop.notice,
+                decisions=stopped.report.decisions,
+                kept_call_ids=_output_ids(
+                    item.to_input_item() for item in stopped.run_data.new_items
+                ),
+            )
         report = GuardedRunner.report_of(result)
-        assert report is not None
-        stop = report.stop
-        kept = frozenset(
-            str(item["call_id"])
-            for item in result.to_input_list()
-            if isinstance(item, dict) and item.get("type") == "function_call_output"
-        )
+        assert report is not None and report.stop is None
         return HostOutcome(
-            ended=STOPPED if stop is not None else COMPLETED,
-            loop_type=stop.loop_type if stop is not None else None,
+            ended=COMPLETED,
+            loop_type=None,
             output=str(result.final_output),
             decisions=report.decisions,
-            kept_call_ids=kept,
+            kept_call_ids=_output_ids(result.to_input_list()),
         )
+
+
+def _output_ids(items: Iterable[Any]) -> frozenset[str]:
+    """The call ids of the function-call outputs among a run's input items."""
+    return frozenset(
+        str(item["call_id"])
+        for item in items
+        if isinstance(item, dict) and item.get("type") == "function_call_output"
+    )
 
 
 DRIVER = OpenAIAgentsDriver()

@@ -246,7 +246,7 @@ def openai_agents(
         ResponseOutputText,
     )
 
-    from tool_failure_guard.integrations.openai_agents import GuardedRunner
+    from tool_failure_guard.integrations.openai_agents import GuardedRunner, ProtectionStopped
 
     _check(variant, transport)
     set_tracing_disabled(True)
@@ -320,9 +320,14 @@ def openai_agents(
     loop = asyncio.new_event_loop()
 
     def run() -> Ran:
-        result = loop.run_until_complete(
-            runner.run(agent, "go", run_config=config, max_turns=batches + 5)
-        )
+        try:
+            result = loop.run_until_complete(
+                runner.run(agent, "go", run_config=config, max_turns=batches + 5)
+            )
+        except ProtectionStopped as stopped:  # the default stop behaviour: raised
+            items = stopped.run_data.new_items if stopped.run_data is not None else []
+            made = sum(1 for item in items if item.type == "tool_call_item")
+            return Ran(batches=made // CALLS, guarded=stopped.report.batches, stopped=True)
         calls = sum(1 for item in result.to_input_list() if _item_type(item) == "function_call")
         report = GuardedRunner.report_of(result) if variant != "bare" else None
         return Ran(

@@ -8,9 +8,16 @@ called, or on an instance with an explicit configuration::
     from tool_failure_guard.integrations.openai_agents import GuardedRunner
 
     # the mode: QWEN_CODE_ACP_REPEATED_TOOL_FAILURE_GUARD (GuardedRunner(mode=...).run: explicit)
-    result = await GuardedRunner.run(agent, "Fix the build")  # was: await Runner.run(agent, ...)
-    if (stop := GuardedRunner.stop_of(result)) is not None:
-        ...  # the guard stopped the run: stop.loop_type, stop.notice
+    try:
+        result = await GuardedRunner.run(agent, "Fix the build")  # was: Runner.run(agent, ...)
+    except ProtectionStopped as stopped:  # also an agents.MaxTurnsExceeded
+        ...  # a protection stopped the run: stopped.loop_type, stopped.key, stopped.report
+    else:
+        report = report_of(result)  # what the guard did, in every mode
+
+``GuardedRunner(on_stop="end")`` ends a stopped run with the stop text as its
+``final_output`` instead, where the agent's output type is text (``_stop``);
+``stop_of(result)`` then returns the typed stop.
 
 ``docs/integrations.md`` ("OpenAI Agents SDK") documents how every SDK
 outcome maps onto the outcome contract, where the reminder goes and how a
@@ -42,18 +49,22 @@ from agents.run_config import RunOptions
 
 from tool_failure_guard.core import DEFAULT_TOOL_CALL_CAP
 from tool_failure_guard.guard import GuardMode
+from tool_failure_guard.integrations._api import (
+    GuardStop,
+    RunReport,
+    StopBehaviour,
+    stop_behaviour,
+)
 from tool_failure_guard.integrations.openai_agents._either import either
 from tool_failure_guard.integrations.openai_agents._outcomes import OUTCOME_ROWS, OutcomeRow
 from tool_failure_guard.integrations.openai_agents._resume import field, resumed_run
-from tool_failure_guard.integrations.openai_agents._run import (
-    ROUTE,
-    GuardedRun,
-    GuardStop,
-    RunReport,
+from tool_failure_guard.integrations.openai_agents._run import ROUTE, GuardedRun
+from tool_failure_guard.integrations.openai_agents._stop import (
+    ProtectionStopped,
+    instead_of_max_turns,
 )
 from tool_failure_guard.integrations.openai_agents._wiring import (
     GuardHooks,
-    RepeatedToolFailureStopped,
     disarm,
     guarded_agent,
     guarded_config,
@@ -67,8 +78,10 @@ __all__ = [
     "GuardStop",
     "GuardedRunner",
     "OutcomeRow",
-    "RepeatedToolFailureStopped",
+    "ProtectionStopped",
     "RunReport",
+    "report_of",
+    "stop_of",
 ]
 
 #: What ``Runner.run`` takes as input: a prompt, input items, or a run state to resume.
@@ -85,12 +98,32 @@ def _remember(result: RunResultBase, run: GuardedRun) -> None:
     weakref.finalize(result, _RUNS.pop, key, None)
 
 
+def stop_of(result: RunResultBase) -> GuardStop | None:
+    """The typed stop of a guarded run's result: None unless a protection stopped it.
+
+    Only a run that ended with the stop text (``on_stop="end"``) has a result to
+    ask; otherwise the stop is the raised :class:`ProtectionStopped`'s ``stop``.
+    For ``run_streamed`` read it once the stream is over.
+    """
+    run = _RUNS.get(id(result))
+    return run.stop if run is not None else None
+
+
+def report_of(result: RunResultBase) -> RunReport | None:
+    """What the guard did in the run behind ``result``, in every mode (None: not guarded)."""
+    run = _RUNS.get(id(result))
+    return run.report() if run is not None else None
+
+
 class GuardedRunner:
     """``agents.Runner`` with the repeated tool-failure guard: one fresh guard per run.
 
     ``mode`` (a :class:`~tool_failure_guard.guard.GuardMode` or its name) is the embedding
-    application's explicit choice; without it the environment variable
-    ``QWEN_CODE_ACP_REPEATED_TOOL_FAILURE_GUARD`` decides, default ``shadow``.
+    application's explicit choice and wins over the environment; without it the
+    environment variable ``QWEN_CODE_ACP_REPEATED_TOOL_FAILURE_GUARD`` decides, read
+    afresh for every run, default ``shadow``.  ``on_stop`` is how a stopped run
+    ends: ``"error"`` (default) raises :class:`ProtectionStopped`; ``"end"`` ends
+    it with the stop text where the agent's output type is text (else raises).
     ``telemetry`` is the agent's own sink (``session.telemetry.OpenTelemetrySink``:
     the OTel counter, the diagnostic log, the per-prompt outcome record), with
     ``route="openai_agents"``.  The agent passed to a run is never changed: the
@@ -102,10 +135,12 @@ class GuardedRunner:
         *,
         mode: GuardMode | str | None = None,
         telemetry: GuardTelemetry | None = None,
+        on_stop: StopBehaviour = "error",
         tool_call_cap: int = DEFAULT_TOOL_CALL_CAP,
     ) -> None:
         self._mode = mode
         self._telemetry = telemetry
+        self._on_stop = stop_behaviour(on_stop)  # a bad one fails here, naming the valid ones
         self._tool_call_cap = tool_call_cap
         mode_for_run(mode)  # a bad explicit mode fails here, naming the valid ones
 
@@ -114,20 +149,9 @@ class GuardedRunner:
         """The mode the next run starts with (the environment is read per run)."""
         return mode_for_run(self._mode)
 
-    @staticmethod
-    def stop_of(result: RunResultBase) -> GuardStop | None:
-        """The typed stop signal of a guarded run's result: None unless the guard stopped it.
-
-        For ``run_streamed`` read it once the stream is over.
-        """
-        run = _RUNS.get(id(result))
-        return run.stop if run is not None else None
-
-    @staticmethod
-    def report_of(result: RunResultBase) -> RunReport | None:
-        """What the guard did in the run behind ``result`` (None: not a guarded run's result)."""
-        run = _RUNS.get(id(result))
-        return run.report() if run is not None else None
+    #: :func:`stop_of` and :func:`report_of`, on the runner as well.
+    stop_of = staticmethod(stop_of)
+    report_of = staticmethod(report_of)
 
     # -- the three ways to run ---------------------------------------------------------
 
@@ -143,8 +167,11 @@ class GuardedRunner:
         try:
             result = await Runner.run(agent, input, **options)
         except BaseException as error:
-            _end(run, clone, _stop_reason(error))
-            raise
+            raised = instead_of_max_turns(run, error)
+            _end(run, clone, _stop_reason(raised))
+            if raised is error:
+                raise
+            raise raised from error
         return self._finished(run, clone, result)
 
     @either
@@ -159,8 +186,11 @@ class GuardedRunner:
         try:
             result = Runner.run_sync(agent, input, **options)
         except BaseException as error:
-            _end(run, clone, _stop_reason(error))
-            raise
+            raised = instead_of_max_turns(run, error)
+            _end(run, clone, _stop_reason(raised))
+            if raised is error:
+                raise
+            raise raised from error
         return self._finished(run, clone, result)
 
     @either
@@ -206,13 +236,18 @@ class GuardedRunner:
             )
 
         def fresh() -> GuardedRun:
-            mode = mode_for_run(self._mode)
-            return GuardedRun(mode, telemetry=self._telemetry, tool_call_cap=self._tool_call_cap)
+            mode = mode_for_run(self._mode)  # explicit, else the environment now
+            return GuardedRun(
+                mode,
+                telemetry=self._telemetry,
+                tool_call_cap=self._tool_call_cap,
+                on_stop=self._on_stop,
+            )
 
         agent: Agent[Any]
         if isinstance(input, RunState):
             # The SDK runs the state's own agent: guard that one (_resume.py).
-            run, clone = resumed_run(input, starting_agent, fresh, self._telemetry)
+            run, clone = resumed_run(input, starting_agent, fresh, self._telemetry, self._on_stop)
             agent = starting_agent
         else:
             run = fresh()
@@ -249,7 +284,7 @@ def _interrupted(result: RunResultBase) -> list[str]:
 
 
 def _stop_reason(error: BaseException | None) -> str:
-    if isinstance(error, RepeatedToolFailureStopped):
+    if isinstance(error, ProtectionStopped):
         return "end_turn"  # stopped by a protection: the prompt record's loop_type says which
     if isinstance(error, asyncio.CancelledError | KeyboardInterrupt):
         return "cancelled"

@@ -33,6 +33,7 @@ from agents._public_agent import get_public_agent, set_public_agent
 from agents.run_internal.run_steps import NextStepInterruption
 
 from tool_failure_guard.core import FunctionCall
+from tool_failure_guard.integrations._api import StopBehaviour
 from tool_failure_guard.integrations.openai_agents._run import GuardedRun, function_call
 from tool_failure_guard.integrations.openai_agents._wiring import arm, binding_of, guarded_agent
 from tool_failure_guard.telemetry.sink import GuardTelemetry
@@ -43,6 +44,7 @@ def resumed_run(
     starting_agent: Agent[Any],
     fresh: Callable[[], GuardedRun],
     telemetry: GuardTelemetry | None,
+    on_stop: StopBehaviour,
 ) -> tuple[GuardedRun, Agent[Any] | None]:
     """The guard of a run resumed from ``state``, and the adapter's clone it runs (if any).
 
@@ -53,7 +55,7 @@ def resumed_run(
     binding = binding_of(current)
     clone: Agent[Any] | None = None
     if binding is not None and isinstance(current, Agent) and binding.run.finished:
-        run = GuardedRun.continuing(binding.run, telemetry=telemetry)
+        run = GuardedRun.continuing(binding.run, telemetry=telemetry, on_stop=on_stop)
         arm(current, run)
         clone = current
     elif binding is not None and isinstance(current, Agent):

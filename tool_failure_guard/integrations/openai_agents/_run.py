@@ -25,6 +25,7 @@ import attrs
 
 from tool_failure_guard.core import (
     DEFAULT_TOOL_CALL_CAP,
+    LOOP_REPEATED_TOOL_FAILURE,
     Action,
     BatchSettlement,
     CallOutcome,
@@ -33,8 +34,15 @@ from tool_failure_guard.core import (
     PromptProtection,
     Stop,
 )
-from tool_failure_guard.guard import GuardMode
+from tool_failure_guard.core.actions import shown_text
+from tool_failure_guard.guard import DecisionKind, GuardMode
 from tool_failure_guard.integrations import _telemetry
+from tool_failure_guard.integrations._api import (
+    ActionLog,
+    GuardStop,
+    RunReport,
+    StopBehaviour,
+)
 from tool_failure_guard.integrations.openai_agents._outcomes import (
     interrupted as interrupted_call,
 )
@@ -50,33 +58,10 @@ ROUTE = "openai_agents"
 LOGGER = logging.getLogger("tool_failure_guard.integrations.openai_agents")
 
 _log = LOGGER
-
-
-@attrs.frozen(kw_only=True)
-class GuardStop:
-    """The typed signal of a run the adapter stopped: test it, never the text.
-
-    ``loop_type`` is the protection that stopped the run
-    (``repeated_tool_execution_failure`` for this guard); ``notice`` is the
-    fixed text the run ended with (its final output).
-    """
-
-    loop_type: str
-    notice: str
-    mode: GuardMode
-
-
-@attrs.frozen(kw_only=True)
-class RunReport:
-    """What the guard did in one run: for logs, dashboards and tests (no tool names)."""
-
-    mode: GuardMode
-    #: the guard decision kind of every batch the guard reduced, in order
-    decisions: tuple[str, ...]
-    batches: int  #: settled batches (the ones a protection stopped before the guard included)
-    tool_calls: int
-    observed: int  #: call outcomes the adapter saw
-    stop: GuardStop | None
+#: The decisions the action log records (the first reminder and the first stop of a run).
+_LOGGED = frozenset(
+    (DecisionKind.WOULD_WARN, DecisionKind.WARN, DecisionKind.WOULD_STOP, DecisionKind.STOP)
+)
 
 
 @attrs.frozen
@@ -101,9 +86,11 @@ class GuardedRun:
         *,
         telemetry: GuardTelemetry | None = None,
         tool_call_cap: int = DEFAULT_TOOL_CALL_CAP,
+        on_stop: StopBehaviour = "error",
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.mode = mode
+        self.on_stop: StopBehaviour = on_stop
         self.prompt_id = uuid.uuid4().hex
         self.protection = PromptProtection(mode, tool_call_cap=tool_call_cap)
         self.telemetry: GuardTelemetry = telemetry if telemetry is not None else NullTelemetry()
@@ -121,6 +108,8 @@ class GuardedRun:
         self.observed = 0
         self.input_tokens: int | None = None
         self.output_tokens: int | None = None
+        self.actions = ActionLog(ROUTE)
+        self._blind_warned = False  # the fail-open warning was logged
         self._finished = False
 
     @classmethod
@@ -129,6 +118,7 @@ class GuardedRun:
         previous: GuardedRun,
         *,
         telemetry: GuardTelemetry | None = None,
+        on_stop: StopBehaviour | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> GuardedRun:
         """The next run of ``previous``'s prompt (a live resume from its ``RunState``).
@@ -136,15 +126,21 @@ class GuardedRun:
         The prompt's guard continues: the same protection (the streak, the stop,
         the tool-call count against the cap), mode and prompt id, and every
         reminder it gave so far, which the new run's model requests keep at their
-        place.  The counters of :meth:`report` are this run's own.
+        place, and its action log (one record per prompt).  The counters of
+        :meth:`report` are this run's own; ``on_stop`` is the resuming runner's.
         """
         run = cls(
-            previous.mode, telemetry=telemetry, tool_call_cap=previous.tool_call_cap, clock=clock
+            previous.mode,
+            telemetry=telemetry,
+            tool_call_cap=previous.tool_call_cap,
+            on_stop=previous.on_stop if on_stop is None else on_stop,
+            clock=clock,
         )
         run.prompt_id = previous.prompt_id
         run.protection = previous.protection
         run._reminders = list(previous._reminders)
         run.stop = previous.stop
+        run.actions = previous.actions
         return run
 
     @property
@@ -210,12 +206,19 @@ class GuardedRun:
         action = self.protection.after_batch(batch, cancelled=cancelled)
         step = action.guard_step if isinstance(action, Continue | Stop) else None
         if step is not None:
-            self.decisions.append(step.decision.kind.value)
+            kind = step.decision.kind
+            self.decisions.append(kind.value)
+            if kind in _LOGGED:
+                self.actions.decided(
+                    kind, self.mode, batch=step.batch_ordinal, loop_type=LOOP_REPEATED_TOOL_FAILURE
+                )
         if isinstance(action, Continue) and action.system_texts:
             anchors = frozenset(call.call_id for call in batch.calls)
             self._reminders.extend(_Reminder(anchors, text) for text in action.system_texts)
         if isinstance(action, Stop):
-            self.stop = GuardStop(loop_type=action.loop_type, notice=action.notice, mode=self.mode)
+            self._stopped(action)
+        if not self.observed and not self._blind_warned and self.tool_calls:
+            self._warn_blind("so far")  # said during the run: the guard protects nothing
         _telemetry.report_batch(
             _log,
             self.telemetry,
@@ -226,6 +229,28 @@ class GuardedRun:
             route=ROUTE,
         )
         return action
+
+    def _stopped(self, action: Stop) -> None:
+        guarded = action.loop_type == LOOP_REPEATED_TOOL_FAILURE
+        self.stop = GuardStop(
+            loop_type=action.loop_type,
+            notice=shown_text(action.notice),
+            mode=self.mode,
+            key=self.protection.guard.key if guarded else None,
+        )
+        self.actions.decided(
+            DecisionKind.STOP, self.mode, batch=self.protection.batches, loop_type=action.loop_type
+        )
+
+    def _warn_blind(self, when: str) -> None:
+        self._blind_warned = True
+        _log.warning(
+            "tool_failure_guard.integrations.openai_agents: the run executed %d tool "
+            "call(s) %s but the guard observed none of their outcomes; the guard is not "
+            "protecting this agent (are its tools FunctionTools of the guarded agent?)",
+            self.tool_calls,
+            when,
+        )
 
     def model_input(self, items: list[Any]) -> list[Any]:
         """``items`` with every reminder of this run re-inserted at its original place.
@@ -279,13 +304,8 @@ class GuardedRun:
                 batch=batch,
                 batch_ordinal=self.protection.batches,
             )
-        if self.tool_calls and not self.observed:
-            _log.warning(
-                "tool_failure_guard.integrations.openai_agents: the run executed %d tool "
-                "call(s) but the guard observed none of their outcomes; the guard is not "
-                "protecting this agent (are its tools FunctionTools of the guarded agent?)",
-                self.tool_calls,
-            )
+        if self.tool_calls and not self.observed and not self._blind_warned:
+            self._warn_blind("in all")
         _telemetry.report_prompt_only_outcome(
             _log,
             self.telemetry,

@@ -8,9 +8,11 @@ core's actions; none decides anything itself:
   and behaviour report through, so a resumed run can take the clone over;
 - run hooks (``on_llm_end``) open a batch per model response's function calls;
 - the agent's ``tool_use_behavior`` closes the batch once the response's tool
-  results are all in, and ends the run with the stop text when the core stops;
-- the run config's ``call_model_input_filter`` re-inserts every reminder at
-  its place on each model request (the SDK does not keep filter edits), and its
+  results are all in; when the core stops, it ends the run with the stop text
+  (``on_stop="end"``, text output) or lets the run go on to its next turn;
+- the run config's ``call_model_input_filter`` raises the stop there, before
+  the next model request (``_stop``), and otherwise re-inserts every reminder
+  at its place on each model request (the SDK does not keep filter edits); its
   ``tool_error_formatter`` sees unknown tools and rejected approvals.
 """
 
@@ -22,7 +24,6 @@ from collections.abc import Callable
 from typing import Any
 
 from agents import Agent, FunctionTool, RunConfig, RunHooks, ToolsToFinalOutputResult
-from agents.exceptions import AgentsException
 from agents.handoffs import Handoff
 from agents.items import ModelResponse
 from agents.run_config import CallModelData, ModelInputData, ToolErrorFormatterArgs
@@ -30,6 +31,7 @@ from agents.run_config import CallModelData, ModelInputData, ToolErrorFormatterA
 from tool_failure_guard.core import FunctionCall, Stop
 from tool_failure_guard.integrations.openai_agents import _outcomes as outcomes
 from tool_failure_guard.integrations.openai_agents._run import GuardedRun, function_call
+from tool_failure_guard.integrations.openai_agents._stop import ends_with_text, stopped
 from tool_failure_guard.integrations.openai_agents._tools import Binding, observed_tool
 
 #: The attribute of an agent clone of the adapter holding its :class:`Binding`.
@@ -97,29 +99,22 @@ class GuardHooks(RunHooks[Any]):
         await self._inner.on_tool_end(context, agent, tool, result)
 
 
-class RepeatedToolFailureStopped(AgentsException):
-    """The core stopped the run at a batch the SDK never handed to ``tool_use_behavior``.
+def guarded_behaviour(binding: Binding) -> Callable[..., Any]:
+    """The agent's ``tool_use_behavior``: close the batch, stop if the core says so, else defer.
 
-    The SDK skips the agent's ``tool_use_behavior`` when a response has no
-    function-tool result (every call named an unknown tool) or came with a
-    handoff; a stop decided for such a batch is applied before the next model
-    request by raising this, so no request is made.  ``stop`` is the same
-    typed signal :meth:`GuardedRunner.stop_of` returns; the SDK attaches the
-    settled items as ``run_data``.
+    A stop ends the run here only with the stop text (``on_stop="end"``, a text
+    output type); otherwise the run goes on to its next turn, whose input filter
+    raises the stop before any model request (the SDK's ``MaxTurnsExceeded``
+    place, so ``run_data`` holds this batch's settled items).
     """
 
-    def __init__(self, stop: Any) -> None:
-        super().__init__(stop.notice)
-        self.stop = stop
-
-
-def guarded_behaviour(binding: Binding) -> Callable[..., Any]:
-    """The agent's ``tool_use_behavior``: close the batch, stop if the core says so, else defer."""
-
     async def behaviour(context: Any, results: list[Any]) -> ToolsToFinalOutputResult:
-        action = binding.run.close()
-        if isinstance(action, Stop):
-            return ToolsToFinalOutputResult(is_final_output=True, final_output=action.notice)
+        run = binding.run
+        action = run.close()
+        if isinstance(action, Stop) and run.stop is not None:
+            if ends_with_text(run, binding.agent):
+                return ToolsToFinalOutputResult(is_final_output=True, final_output=run.stop.notice)
+            return ToolsToFinalOutputResult(is_final_output=False, final_output=None)
         return await _original_behaviour(binding.original_behaviour, context, results)
 
     return behaviour
@@ -190,9 +185,9 @@ def guarded_config(config: RunConfig | dict[str, Any] | None, run: GuardedRun) -
     user_formatter = config.tool_error_formatter
 
     async def input_filter(data: CallModelData[Any]) -> ModelInputData:
-        leftover = run.close()  # a batch the SDK never handed to the agent's behaviour
-        if isinstance(leftover, Stop) and run.stop is not None:
-            raise RepeatedToolFailureStopped(run.stop)
+        run.close()  # a batch the SDK never handed to the agent's behaviour
+        if run.stop is not None:  # no model request after a stop
+            raise stopped(run)
         model_data = data.model_data
         if user_filter is not None:
             answer = user_filter(data)
