@@ -39,7 +39,7 @@ from tool_failure_guard.integrations.openai_agents import (
     ProtectionStopped,
     RunReport,
 )
-from tool_failure_guard.session.telemetry.sink import PROMPT_EVENT
+from tool_failure_guard.telemetry.sink import PROMPT_EVENT
 
 #: The call that waits for an approval (the model's sixth response).
 ASKED = "c5"
