@@ -131,7 +131,7 @@ class RepeatedToolFailureMiddleware(AgentMiddleware[GuardState, Any]):
     application's explicit choice; without it the environment variable
     ``QWEN_CODE_ACP_REPEATED_TOOL_FAILURE_GUARD`` decides per run, default
     ``shadow``.  ``telemetry`` is the agent's own sink
-    (``session.telemetry.OpenTelemetrySink``), reported with ``route="langchain"``.
+    (``tool_failure_guard.telemetry.sink.OpenTelemetrySink``), reported with ``route="langchain"``.
     """
 
     state_schema = GuardState

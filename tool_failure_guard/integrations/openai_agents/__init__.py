@@ -124,7 +124,7 @@ class GuardedRunner:
     afresh for every run, default ``shadow``.  ``on_stop`` is how a stopped run
     ends: ``"error"`` (default) raises :class:`ProtectionStopped`; ``"end"`` ends
     it with the stop text where the agent's output type is text (else raises).
-    ``telemetry`` is the agent's own sink (``session.telemetry.OpenTelemetrySink``:
+    ``telemetry`` is the agent's own sink (``tool_failure_guard.telemetry.sink.OpenTelemetrySink``:
     the OTel counter, the diagnostic log, the per-prompt outcome record), with
     ``route="openai_agents"``.  The agent passed to a run is never changed: the
     run uses a clone whose function tools are observed.

@@ -85,7 +85,7 @@ class RepeatedToolFailureCapability(AbstractCapability[Any]):
     :class:`~tool_failure_guard.guard.GuardMode`
     or its name); None reads ``QWEN_CODE_ACP_REPEATED_TOOL_FAILURE_GUARD`` once,
     here, with the agent's default ``shadow``.  ``telemetry``: a sink of the
-    agent's (``session.telemetry_build.build_telemetry``); records carry ``route``
+    agent's (``tool_failure_guard.telemetry.build.build_telemetry``); records carry ``route``
     ``pydantic_ai``.  ``tool_call_cap``: the per-run tool-call cap.
     ``on_batch``: called with each settled batch's 1-based ordinal and the
     core's action (``.decision`` is the guard's, None when it was not
