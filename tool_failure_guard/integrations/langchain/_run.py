@@ -39,7 +39,7 @@ from tool_failure_guard.telemetry.sink import (
     NullTelemetry,
 )
 
-#: The ``route`` of this adapter's telemetry (``tool_failure_guard.telemetry.names.FRAMEWORK_ROUTES``).
+#: The ``route`` of this adapter's telemetry (``telemetry.names.FRAMEWORK_ROUTES``).
 ROUTE = "langchain"
 #: The logger of the adapter (the fail-open warning, swallowed telemetry errors).
 LOGGER = logging.getLogger("tool_failure_guard.integrations.langchain")
