@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pydantic
 import pytest
 from openai_server import FakeOpenAI, Reply, call, serve
 from pydantic_ai import Agent, ModelRetry, RunContext, Tool, ToolFailed
@@ -32,6 +33,7 @@ from tool_failure_guard.core import (
     LOOP_REPEATED_TOOL_FAILURE,
     STOP_NOTICES,
 )
+from tool_failure_guard.core.actions import shown_text
 from tool_failure_guard.guard import (
     GUARD_MODE_ENV_VAR,
     REPEATED_TOOL_FAILURE_REMINDER,
@@ -41,11 +43,17 @@ from tool_failure_guard.guard import (
 from tool_failure_guard.integrations.pydantic_ai import (
     STOP_MODEL_NAME,
     ProtectionStop,
+    ProtectionStopped,
     RepeatedToolFailureCapability,
+    report_of,
     stop_of,
 )
 
 FOUR_FAILURES = [("fetch", {"key": "k"})] * 4
+
+
+class Summary(pydantic.BaseModel):
+    text: str
 
 
 class Missing(ToolFailed):
@@ -169,7 +177,8 @@ def test_repeated_invalid_arguments_stop_as_their_own_protection() -> None:
     output = ran.result.output
     assert isinstance(output, ProtectionStop)
     assert output.loop_type == LOOP_INVALID_TOOL_PARAMS
-    assert output == STOP_NOTICES[LOOP_INVALID_TOOL_PARAMS]
+    assert output == shown_text(STOP_NOTICES[LOOP_INVALID_TOOL_PARAMS])
+    assert output.stop.key is None  # not the repeated-failure guard's stop: no failure key
     assert len(ran.requests) == 2
 
 
@@ -258,15 +267,19 @@ def test_the_stop_is_typed_keeps_the_results_and_makes_no_further_request() -> N
     loop = batches(*[FOUR_FAILURES] * 5)
     ran = guarded_run(loop, tools(fetch_failing))
     output = ran.result.output
-    assert isinstance(output, ProtectionStop) and stop_of(output) is output
+    assert isinstance(output, ProtectionStop) and stop_of(output) is output.stop
+    assert stop_of(ran.result) == output.stop
     assert output.loop_type == LOOP_REPEATED_TOOL_FAILURE
-    assert output == REPEATED_TOOL_FAILURE_STOP_MESSAGE == output.notice
+    # the output is the text a person reads; the history keeps the model-facing notice
+    assert output == shown_text(REPEATED_TOOL_FAILURE_STOP_MESSAGE) == output.notice
     assert len(ran.requests) == 3  # batch 3 stopped: its answer was never sent
     messages = ran.result.all_messages()
     assert kept_call_ids(messages)[-4:] == [f"b3c{i}" for i in range(4)]
     last = messages[-1]
     assert isinstance(last, ModelResponse) and last.model_name == STOP_MODEL_NAME
-    assert [p.content for p in last.parts if isinstance(p, TextPart)] == [output.notice]
+    assert [p.content for p in last.parts if isinstance(p, TextPart)] == [
+        REPEATED_TOOL_FAILURE_STOP_MESSAGE
+    ]
     assert stop_of(str(output)) is None and stop_of("Done.") is None
 
 
@@ -291,11 +304,9 @@ def test_a_message_queued_for_later_cannot_restart_a_stopped_run() -> None:
 
 
 def test_each_run_gets_a_fresh_guard() -> None:
-    actions: list[Any] = []
-    guard = RepeatedToolFailureCapability(mode="enforce", on_batch=lambda _, a: actions.append(a))
+    guard = RepeatedToolFailureCapability(mode="enforce", on_stop="end")
     first = guarded_run(batches(*[FOUR_FAILURES] * 3), tools(fetch_failing), guard=guard)
     assert isinstance(first.result.output, ProtectionStop)
-    actions.clear()
     fresh_ids = [Reply(calls=tuple(call(f"r2c{i}", "fetch", {"key": "k"}) for i in range(4)))]
     second = guarded_run(
         [*fresh_ids, Reply(text="Second.")],
@@ -304,10 +315,11 @@ def test_each_run_gets_a_fresh_guard() -> None:
         history=first.result.all_messages(),
     )
     assert second.result.output == "Second."  # not born stopped
-    assert [a.decision.kind.value for a in actions] == ["tracked"]  # a new streak
+    assert second.decisions == ["tracked"]  # a new streak
+    assert report_of(second.result).decisions == ("tracked",)  # type: ignore[union-attr]
 
 
-def test_a_replayed_answered_call_id_is_never_executed_again() -> None:
+def test_a_replayed_answered_call_of_the_history_is_never_executed_again() -> None:
     executed: list[str] = []
 
     def fetch(key: str) -> str:
@@ -317,7 +329,7 @@ def test_a_replayed_answered_call_id_is_never_executed_again() -> None:
 
     first = guarded_run(batches([("fetch", {"key": "a"})]), [fetch])
     replay = guarded_run(
-        batches([("fetch", {"key": "b"})], final="Again."),  # the same call id b1c0
+        batches([("fetch", {"key": "a"})], final="Again."),  # the same call: id b1c0, key a
         [fetch],
         history=first.result.all_messages(),
     )
@@ -325,6 +337,42 @@ def test_a_replayed_answered_call_id_is_never_executed_again() -> None:
     (observation,) = replay.receipts[0].observations
     assert observation.provider_duplicate and observation.execution_status == "not_started"
     assert replay.result.output == "Again."
+
+
+def test_an_answered_id_of_the_history_reused_with_other_arguments_is_a_new_call() -> None:
+    # Providers that number call ids per message (call_0 in every turn) reuse an answered id
+    # for a new call: with message_history the id alone must not make it a replay.
+    executed: list[str] = []
+
+    def fetch(key: str) -> str:
+        """Fetch a record (fails for every key but "a")."""
+        executed.append(key)
+        if key != "a":
+            raise Missing(key)
+        return "found"
+
+    first = guarded_run(batches([("fetch", {"key": "a"})]), [fetch])
+    history = first.result.all_messages()
+    again = [("fetch", {"key": "b"})]  # every batch reuses the answered id b1c0... b3c0
+    reused = guarded_run(
+        [Reply(calls=(call("b1c0", "fetch", {"key": k}),)) for k in "bcd"] + [Reply(text="End.")],
+        [fetch],
+        history=history,
+        mode="warn",
+    )
+    assert executed == ["a", "b", "c", "d"]  # executed, every one
+    observations = [o for r in reused.receipts for o in r.observations]
+    assert [(o.provider_duplicate, o.execution_status) for o in observations] == [
+        (False, "error")
+    ] * 3
+    assert reused.decisions == ["tracked", "tracked", "tracked"]  # guarded: counted as failures
+    # the same id with the same arguments as its own answered call is still a replay
+    replayed = guarded_run(
+        batches(again, final="Again."), [fetch], history=reused.result.all_messages()
+    )
+    assert executed == ["a", "b", "c", "d"]
+    (observation,) = replayed.receipts[0].observations
+    assert observation.provider_duplicate
 
 
 def test_a_call_id_replayed_within_the_run_is_never_executed_again() -> None:
@@ -386,17 +434,67 @@ class ForgetfulSubclass(RepeatedToolFailureCapability):
         return result
 
 
-def test_a_run_that_executed_tools_but_observed_nothing_warns_once(
+FAIL_OPEN = "the guard observes nothing for this run"
+
+
+def test_a_run_that_observes_nothing_says_so_during_the_run_once(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
+    warned_by_batch: list[bool] = []
+
+    def fetch(key: str) -> str:
+        """Fetch a record; notes whether the fail-open warning was already logged."""
+        warned_by_batch.append(any(FAIL_OPEN in r.getMessage() for r in caplog.records))
+        raise Missing(key)
+
     guard = ForgetfulSubclass(mode="enforce")
     with caplog.at_level(logging.WARNING, logger="tool_failure_guard.integrations.pydantic_ai"):
-        ran = guarded_run(batches(*[FOUR_FAILURES] * 4), tools(fetch_failing), guard=guard)
+        ran = guarded_run(batches(*[[("fetch", {"key": "k"})]] * 4), [fetch], guard=guard)
     assert ran.result.output == "Done."  # nothing was enforced: the guard saw nothing
-    warnings = [r for r in caplog.records if "no batch was observed" in r.getMessage()]
+    # said before the second batch ran (at the next model request), not after the run
+    assert warned_by_batch == [False, True, True, True]
+    warnings = [r for r in caplog.records if FAIL_OPEN in r.getMessage()]
     assert len(warnings) == 1
     assert "RepeatedToolFailureCapability" in warnings[0].getMessage()
-    assert "16 tool call" in warnings[0].getMessage()
+    assert "after_node_run was not reached" in warnings[0].getMessage()
+
+
+class BlindSubclass(RepeatedToolFailureCapability):
+    """A user extension that overrides the admission hook without calling ``super()``."""
+
+    async def before_node_run(self, ctx: RunContext[Any], *, node: Any) -> Any:
+        return node
+
+
+def test_a_tool_run_outside_any_admitted_batch_is_said_at_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    warned: list[bool] = []
+
+    def fetch(key: str) -> str:
+        """Fetch a record; notes whether the fail-open warning was already logged."""
+        warned.append(any(FAIL_OPEN in r.getMessage() for r in caplog.records))
+        raise Missing(key)
+
+    with caplog.at_level(logging.WARNING, logger="tool_failure_guard.integrations.pydantic_ai"):
+        ran = guarded_run(batches(*[[("fetch", {"key": "k"})]] * 2), [fetch], guard=BlindSubclass())
+    assert ran.result.output == "Done."
+    assert warned == [True, True]  # the first call's execution already said it
+    (warning,) = [r for r in caplog.records if FAIL_OPEN in r.getMessage()]
+    assert "outside any batch" in warning.getMessage()
+
+
+def test_a_run_that_observes_its_batches_never_warns_fail_open(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="tool_failure_guard.integrations.pydantic_ai"):
+        typed = guarded_run(
+            [*batches(FOUR_FAILURES)[:1], Reply(calls=(call("o", "final_result", {"text": "x"}),))],
+            tools(fetch_failing),
+            agent_options={"output_type": Summary},
+        )
+    assert typed.result.output == Summary(text="x")  # the output tool is no batch of the guard
+    assert not [r for r in caplog.records if FAIL_OPEN in r.getMessage()]
 
 
 # -- an optional extra, never imported by the agent or the core -----------------------
@@ -433,22 +531,24 @@ def test_nothing_but_the_adapter_imports_pydantic_ai() -> None:
 
 
 def test_run_stream_stops_the_same_way() -> None:
-    actions: list[Any] = []
-
-    async def go() -> tuple[Any, int]:
+    async def go(on_stop: Any) -> tuple[Any, Any, int]:
         with serve(FakeOpenAI(batches(*[FOUR_FAILURES] * 4))) as fake:
             model = OpenAIChatModel(
                 "test-model", provider=OpenAIProvider(base_url=fake.base_url, api_key="k")
             )
-            guard = RepeatedToolFailureCapability(
-                mode="enforce", on_batch=lambda _, a: actions.append(a)
-            )
+            guard = RepeatedToolFailureCapability(mode="enforce", on_stop=on_stop)
             agent = Agent(model, tools=tools(fetch_failing), capabilities=[guard])
-            async with agent.run_stream("go") as streamed:
-                output = await streamed.get_output()
-            return output, len(fake.requests)
+            try:
+                async with agent.run_stream("go") as streamed:
+                    output = await streamed.get_output()
+            except ProtectionStopped as error:
+                return error, error.report, len(fake.requests)
+            return output, report_of(streamed), len(fake.requests)
 
-    output, requests = asyncio.run(go())
+    output, report, requests = asyncio.run(go("end"))
     assert isinstance(output, ProtectionStop) and output.loop_type == LOOP_REPEATED_TOOL_FAILURE
     assert requests == 3
-    assert [a.decision.kind.value for a in actions] == ["tracked", "warn", "stop"]
+    assert report is not None and report.decisions == ("tracked", "warn", "stop")
+    error, report, requests = asyncio.run(go("error"))
+    assert isinstance(error, ProtectionStopped) and requests == 3
+    assert report.decisions == ("tracked", "warn", "stop") and report.stop == error.stop
