@@ -43,6 +43,8 @@ def function_calls(
         if tool is not None and tool.tool_def.kind == "output":
             continue
         calls.append(part)
+        if name in tools:
+            continue
         if tool is not None:
             tools[name] = (name, tool_type_of(tool.toolset))
         elif registered is None:

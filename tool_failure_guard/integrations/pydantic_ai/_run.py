@@ -45,7 +45,11 @@ from tool_failure_guard.integrations._api import ActionLog, GuardStop, RunReport
 from tool_failure_guard.integrations.pydantic_ai._history import args_of, returned_of
 from tool_failure_guard.integrations.pydantic_ai._outcomes import Execution, Returned, settle
 from tool_failure_guard.integrations.pydantic_ai._report import ROUTE, RunTelemetry
-from tool_failure_guard.session.telemetry.sink import GuardTelemetry, PromptOutcome
+from tool_failure_guard.session.telemetry.sink import (
+    GuardTelemetry,
+    NullTelemetry,
+    PromptOutcome,
+)
 
 _log = logging.getLogger("tool_failure_guard.integrations.pydantic_ai")
 
@@ -78,7 +82,10 @@ class GuardedRun:
         #: the conversation's answered calls: its history's, then each settled batch's
         self._dedup = CallIdDeduplicator(answered)
         self.protection = PromptProtection(mode, dedup=self._dedup, tool_call_cap=tool_call_cap)
-        self.telemetry = RunTelemetry(telemetry, prompt_id)
+        #: None without a sink: nothing to report, nothing to pay per call
+        self.telemetry = (
+            None if isinstance(telemetry, NullTelemetry) else RunTelemetry(telemetry, prompt_id)
+        )
         self._log = ActionLog(ROUTE)
         self.started = time.monotonic()
         self.stop: Stop | None = None
@@ -228,7 +235,8 @@ class GuardedRun:
         self.tool_calls += len(settlement.admission.executable)
         self.calls_settled += sum(1 for outcome in settlement.outcomes() if outcome is not None)
         self.actions.append(action)
-        self.telemetry.batch(self.protection, settlement, action)
+        if self.telemetry is not None:
+            self.telemetry.batch(self.protection, settlement, action)
         self._logged(action)
         if isinstance(action, Stop):
             self.stop = action
@@ -296,6 +304,8 @@ class GuardedRun:
             self.unobserved(
                 f"the run executed {self.executions_seen} tool call(s) but no batch was observed"
             )
+        if self.telemetry is None:
+            return
         self.telemetry.finished(
             PromptOutcome(
                 prompt_id=self.prompt_id,
