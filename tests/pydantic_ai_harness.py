@@ -6,7 +6,8 @@ with ``RepeatedToolFailureCapability`` and whatever tools and capabilities the
 test gives, runs it once and returns what a test reads.  Its guard ends a
 stopped run with the stop text (``on_stop="end"``: the agents here answer
 text) unless the test says otherwise; the core's action of each batch comes
-from what the run left for ``report_of``.
+from what the run left for ``report_of`` (kept, for tests, by the capability's
+private ``_keep_actions``).
 """
 
 from __future__ import annotations
@@ -77,6 +78,7 @@ def guarded_run(
 ) -> Ran:
     guard_options.setdefault("on_stop", "end")
     capability = guard or RepeatedToolFailureCapability(mode=mode, **guard_options)
+    capability._keep_actions = True  # the receipts of its batches, for the test to read
     fake = FakeOpenAI(answers if callable(answers) else list(answers))
     with serve(fake):
         model = OpenAIChatModel(

@@ -127,6 +127,7 @@ def _agent(base_url: str, tools: list[Any], sink: Any) -> Agent[None, str]:
         "test-model", provider=OpenAIProvider(base_url=base_url, api_key="sk-test")
     )
     guard = RepeatedToolFailureCapability(mode="enforce", telemetry=sink)
+    guard._keep_actions = True  # each batch's core action, for _actions()
     return Agent(model, tools=tools, capabilities=[guard])
 
 

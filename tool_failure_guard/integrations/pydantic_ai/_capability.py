@@ -100,6 +100,8 @@ class RepeatedToolFailureCapability(AbstractCapability[Any]):
     _declares_text: bool = field(default=False, init=False, repr=False, compare=False)
     #: the run's model requests accept a plain text output (None: no request seen yet)
     _requests_text: bool | None = field(default=None, init=False, repr=False, compare=False)
+    #: keep each batch's core action for ``_results.finished_of`` (a seam for tests only)
+    _keep_actions: bool = field(default=False, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.defer_loading:
@@ -129,6 +131,7 @@ class RepeatedToolFailureCapability(AbstractCapability[Any]):
             tool_call_cap=self.tool_call_cap,
             prompt_id=ctx.run_id or str(uuid.uuid4()),
             answered=answered_calls(ctx.messages),
+            keep_actions=self._keep_actions,
         )
         if self.on_stop == "end":
             agent = ctx.agent
@@ -248,7 +251,7 @@ class RepeatedToolFailureCapability(AbstractCapability[Any]):
         if ctx.run_id:
             # Every view of the run (result, streamed result, AgentRun, RunCancelled) shares
             # its usage object: the report lives as long as the run's state does.
-            remember(ctx.run_id, Finished(run.report(), tuple(run.actions)), usage)
+            remember(ctx.run_id, Finished(run.report(), tuple(run.actions or ())), usage)
         run.finished(
             stop_reason=stop_reason,
             input_tokens=usage.input_tokens if usage.requests else None,

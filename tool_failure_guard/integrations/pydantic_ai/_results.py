@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 @attrs.frozen
 class Finished:
-    """What one guarded run left: its report, and the core's action of each settled batch."""
+    """What one guarded run left: its report (and, for tests that ask, each batch's action)."""
 
     report: RunReport
     actions: tuple[Action, ...]

@@ -74,6 +74,7 @@ class GuardedRun:
         tool_call_cap: int,
         prompt_id: str,
         answered: Iterable[str | AnsweredCall] = (),
+        keep_actions: bool = False,
     ) -> None:
         self.mode = mode
         self.tool_call_cap = tool_call_cap
@@ -90,8 +91,10 @@ class GuardedRun:
         self.started = time.monotonic()
         self.stop: Stop | None = None
         self.guard_stop: GuardStop | None = None
-        #: the core's action of each settled batch, in order
-        self.actions: list[Action] = []
+        #: the guard decision kind of each batch it reduced, in order
+        self.decisions: list[str] = []
+        #: the core's action of each settled batch (kept only when asked: tests read receipts)
+        self.actions: list[Action] | None = [] if keep_actions else None
         self.model_turns = 0
         self.executions_seen = 0
         self.calls_settled = 0
@@ -234,7 +237,11 @@ class GuardedRun:
         self._dedup.mark_answered(call.call_id for call in settlement.calls)
         self.tool_calls += len(settlement.admission.executable)
         self.calls_settled += sum(1 for outcome in settlement.outcomes() if outcome is not None)
-        self.actions.append(action)
+        decided = action.decision
+        if decided is not None:
+            self.decisions.append(decided.kind.value)
+        if self.actions is not None:
+            self.actions.append(action)
         if self.telemetry is not None:
             self.telemetry.batch(self.protection, settlement, action)
         self._logged(action)
@@ -286,9 +293,7 @@ class GuardedRun:
         """The run's :class:`RunReport` so far (every mode)."""
         return RunReport(
             mode=self.mode,
-            decisions=tuple(
-                action.decision.kind.value for action in self.actions if action.decision is not None
-            ),
+            decisions=tuple(self.decisions),
             batches=self.protection.batches,
             tool_calls=self.tool_calls,
             observed=self.calls_settled,
