@@ -10,10 +10,13 @@ The agent has two tools working in ``--workspace``: ``read_file(path)`` and
 ``list_directory(path=".")``.  They fail the idiomatic pydantic-ai way,
 ``raise ToolFailed(...) from exc``, so the model sees the failure and the guard
 classifies it by its cause (``file_not_found``...).  The guard is the one line
-``capabilities=[RepeatedToolFailureCapability(...)]``; a stopped run's output
-is a :class:`ProtectionStop` (the stop text, typed).  The mode is ``--mode``,
-else the ``QWEN_CODE_ACP_REPEATED_TOOL_FAILURE_GUARD`` environment variable,
-else ``shadow``.  Each batch's guard decision goes to stderr, the output to stdout.
+``capabilities=[RepeatedToolFailureCapability(...)]``; a stopped run raises
+:class:`ProtectionStopped` (a pydantic-ai ``UsageLimitExceeded``: no further
+model request was made), with the stop text and the run's report.  The mode is
+``--mode``, else the ``QWEN_CODE_ACP_REPEATED_TOOL_FAILURE_GUARD`` environment
+variable, else ``shadow``.  Each batch's guard decision (``report_of``) goes to
+stderr, with the guard's own log record of its first reminder and first stop;
+the output goes to stdout.
 """
 
 from __future__ import annotations
@@ -22,17 +25,17 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import Any
 
 from pydantic_ai import Agent, ToolFailed
 from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
 
-from tool_failure_guard.core import Action
 from tool_failure_guard.guard import GuardMode
 from tool_failure_guard.integrations.pydantic_ai import (
-    ProtectionStop,
+    ProtectionStopped,
     RepeatedToolFailureCapability,
+    RunReport,
+    report_of,
 )
 
 INSTRUCTIONS = "You are a careful assistant. Use the tools to answer."
@@ -44,7 +47,6 @@ def build_agent(
     workspace: Path,
     *,
     mode: GuardMode | str | None = None,
-    on_batch: Any = None,
 ) -> Agent[None, str]:
     """The agent: pydantic-ai's OpenAI chat model (OPENAI_BASE_URL, OPENAI_API_KEY), two tools."""
     root = workspace.resolve()
@@ -73,7 +75,7 @@ def build_agent(
         OpenAIChatModel(model, provider=OpenAIProvider()),
         instructions=INSTRUCTIONS,
         tools=[read_file, list_directory],
-        capabilities=[RepeatedToolFailureCapability(mode=mode, on_batch=on_batch)],
+        capabilities=[RepeatedToolFailureCapability(mode=mode)],
     )
 
 
@@ -85,14 +87,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workspace", type=Path, default=Path("."))
     args = parser.parse_args(argv)
 
-    def report(ordinal: int, action: Action) -> None:
-        if action.decision is not None:
-            print(f"guard: {action.decision.kind.value}", file=sys.stderr)
+    def show(report: RunReport | None) -> None:
+        for decision in report.decisions if report is not None else ():
+            print(f"guard: {decision}", file=sys.stderr)
 
-    agent = build_agent(args.model, args.workspace, mode=args.mode, on_batch=report)
-    result = agent.run_sync(args.prompt)
-    if isinstance(result.output, ProtectionStop):
-        print(f"stopped: {result.output.loop_type}", file=sys.stderr)
+    agent = build_agent(args.model, args.workspace, mode=args.mode)
+    try:
+        result = agent.run_sync(args.prompt)
+    except ProtectionStopped as stopped:  # the guard ended the run: new user input is needed
+        show(stopped.report)
+        print(f"stopped: {stopped.loop_type}", file=sys.stderr)
+        print(stopped.stop.notice)
+        return 0
+    show(report_of(result))
     print(result.output)
     return 0
 

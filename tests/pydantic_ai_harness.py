@@ -3,7 +3,11 @@
 :func:`guarded_run` builds an ``Agent`` on pydantic-ai's own OpenAI chat model
 (the ``openai`` SDK over a real socket to :class:`openai_server.FakeOpenAI`),
 with ``RepeatedToolFailureCapability`` and whatever tools and capabilities the
-test gives, runs it once and returns what a test reads.
+test gives, runs it once and returns what a test reads.  Its guard ends a
+stopped run with the stop text (``on_stop="end"``: the agents here answer
+text) unless the test says otherwise; the core's action of each batch comes
+from what the run left for ``report_of`` (kept, for tests, by the capability's
+private ``_keep_actions``).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from pydantic_ai.providers.openai import OpenAIProvider
 from tool_failure_guard.core import Action
 from tool_failure_guard.guard import BatchReceipt, GuardMode
 from tool_failure_guard.integrations.pydantic_ai import RepeatedToolFailureCapability
+from tool_failure_guard.integrations.pydantic_ai._results import finished_of
 
 
 @attrs.frozen(kw_only=True)
@@ -71,10 +76,9 @@ def guarded_run(
     agent_options: dict[str, Any] | None = None,
     **guard_options: Any,
 ) -> Ran:
-    actions: list[Action] = []
-    capability = guard or RepeatedToolFailureCapability(
-        mode=mode, on_batch=lambda _, a: actions.append(a), **guard_options
-    )
+    guard_options.setdefault("on_stop", "end")
+    capability = guard or RepeatedToolFailureCapability(mode=mode, **guard_options)
+    capability._keep_actions = True  # the receipts of its batches, for the test to read
     fake = FakeOpenAI(answers if callable(answers) else list(answers))
     with serve(fake):
         model = OpenAIChatModel(
@@ -90,7 +94,9 @@ def guarded_run(
         result = agent.run_sync("go", message_history=history)
         with fake.lock:
             requests = tuple(fake.requests)
-    return Ran(result=result, actions=tuple(actions), requests=requests)
+    finished = finished_of(result)
+    actions = finished.actions if finished is not None else ()
+    return Ran(result=result, actions=actions, requests=requests)
 
 
 def kept_call_ids(messages: Sequence[ModelMessage]) -> list[str]:

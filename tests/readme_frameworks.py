@@ -67,8 +67,6 @@ def check_pydantic_ai(text: str, tmp_path: Path) -> None:
     from pydantic_ai.models.openai import OpenAIChatModel
     from pydantic_ai.providers.openai import OpenAIProvider
 
-    from tool_failure_guard.integrations.pydantic_ai import stop_of
-
     def model(base_url: str) -> OpenAIChatModel:
         return OpenAIChatModel(
             "test-model", provider=OpenAIProvider(base_url=base_url, api_key="k")
@@ -78,8 +76,8 @@ def check_pydantic_ai(text: str, tmp_path: Path) -> None:
         return lambda url: run_snippet(text, {"model": model(url), "tools": tools})
 
     _, done = looping(with_tools(workspace_tools(tmp_path, [])))
-    stop = stop_of(done["result"].output)
-    assert stop is not None and stop.loop_type == LOOP_TYPE
+    stop = done["stop"]  # the snippet caught the default stop, ProtectionStopped
+    assert stop.loop_type == LOOP_TYPE and "result" not in done
 
     def read_file(path: str) -> str:
         """Read a file (raises a plain exception)."""

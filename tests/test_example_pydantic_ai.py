@@ -9,6 +9,7 @@ import pytest
 from example_runner import LOOP, run_workspace_example
 from openai_server import FakeOpenAI
 
+from tool_failure_guard.core.actions import shown_text
 from tool_failure_guard.guard import (
     REPEATED_TOOL_FAILURE_REMINDER,
     REPEATED_TOOL_FAILURE_STOP_MESSAGE,
@@ -24,7 +25,7 @@ def run_example(
 def test_enforce_stops_the_loop_with_the_typed_stop_and_no_further_request(tmp_path: Path) -> None:
     fake, done = run_example(tmp_path, "--mode", "enforce")
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == REPEATED_TOOL_FAILURE_STOP_MESSAGE
+    assert done.stdout.strip() == shown_text(REPEATED_TOOL_FAILURE_STOP_MESSAGE)
     assert "stopped: repeated_tool_execution_failure" in done.stderr
     assert [line for line in done.stderr.splitlines() if line.startswith("guard: ")] == [
         "guard: tracked",
@@ -51,3 +52,5 @@ def test_the_mode_comes_from_the_option_else_the_environment_else_shadow(
     assert (fake.count_in(5, REPEATED_TOOL_FAILURE_REMINDER) == 1) is reminded
     if env_mode is None and not args:  # shadow: decided and reported, nothing sent
         assert "guard: would_stop" in done.stderr
+        # the guard says it is there, with no logging configured (Python's last-resort handler)
+        assert "tool-failure-guard (shadow, pydantic_ai): would stop the run" in done.stderr

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from openai_server import FakeOpenAI, serve
 from pydantic_ai import Agent, ToolFailed
+from pydantic_ai.exceptions import RunCancelled
 from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
 from pydantic_ai_harness import batches, guarded_run
@@ -22,8 +23,9 @@ from telemetry_harness import Harness
 from tool_failure_guard.commands.cli import main
 from tool_failure_guard.core import PromptCancelled
 from tool_failure_guard.integrations.pydantic_ai import ROUTE, RepeatedToolFailureCapability
-from tool_failure_guard.telemetry import sink as telemetry
-from tool_failure_guard.telemetry.build import build_telemetry
+from tool_failure_guard.integrations.pydantic_ai._results import finished_of
+from tool_failure_guard.session.telemetry import sink as telemetry
+from tool_failure_guard.session.telemetry.build import build_telemetry
 
 
 class Missing(ToolFailed):
@@ -120,18 +122,24 @@ def test_rollout_check_reads_a_pydantic_ai_fleet(
     assert staging["reasons"] == ["1 day(s) covered, 7 needed"]
 
 
-def _agent(base_url: str, tools: list[Any], sink: Any, actions: list[Any]) -> Agent[None, str]:
+def _agent(base_url: str, tools: list[Any], sink: Any) -> Agent[None, str]:
     model = OpenAIChatModel(
         "test-model", provider=OpenAIProvider(base_url=base_url, api_key="sk-test")
     )
-    guard = RepeatedToolFailureCapability(
-        mode="enforce", telemetry=sink, on_batch=lambda _, a: actions.append(a)
-    )
+    guard = RepeatedToolFailureCapability(mode="enforce", telemetry=sink)
+    guard._keep_actions = True  # each batch's core action, for _actions()
     return Agent(model, tools=tools, capabilities=[guard])
 
 
+def _actions(run: Any) -> tuple[Any, ...]:
+    """The core's action of each settled batch of the run named by ``run`` (its ``run_id``)."""
+    finished = finished_of(run)
+    assert finished is not None
+    return finished.actions
+
+
 def test_a_cancelled_run_keeps_its_settled_calls_and_never_counts_the_cancelled_one() -> None:
-    harness, actions = Harness(), []
+    harness, cancelled = Harness(), []
 
     async def go() -> None:
         started = asyncio.Event()
@@ -143,15 +151,16 @@ def test_a_cancelled_run_keeps_its_settled_calls_and_never_counts_the_cancelled_
             return "late"
 
         with serve(FakeOpenAI(batches([("wait", {"key": "a"}), ("fetch", {"key": "b"})]))) as fake:
-            agent = _agent(fake.base_url, [wait, fetch], harness.sink, actions)
+            agent = _agent(fake.base_url, [wait, fetch], harness.sink)
             run = asyncio.create_task(agent.run("go"))
             await asyncio.wait_for(started.wait(), 30)
             run.cancel()
-            with pytest.raises(asyncio.CancelledError):
+            with pytest.raises(asyncio.CancelledError) as raised:
                 await run
+            cancelled.append(RunCancelled.from_cancellation(raised.value))
 
     asyncio.run(go())
-    (action,) = actions
+    (action,) = _actions(cancelled[0])
     assert isinstance(action, PromptCancelled) and action.decision is None  # guard not consulted
     calls = {
         (c["call_ordinal"], c["terminal_status"], c["execution_status"])
@@ -168,17 +177,27 @@ def test_a_cancelled_run_keeps_its_settled_calls_and_never_counts_the_cancelled_
 
 
 def test_an_exception_that_ends_the_run_is_recorded_typed_and_the_run_fails_as_it_would() -> None:
-    harness, actions = Harness(), []
+    harness = Harness()
 
     def explode(key: str) -> str:
         """Raise a plain exception (pydantic-ai ends the run)."""
         raise PermissionError(key)
 
-    with serve(FakeOpenAI(batches([("explode", {"key": "a"})]))) as fake:
-        agent = _agent(fake.base_url, [explode], harness.sink, actions)
-        with pytest.raises(PermissionError):
-            agent.run_sync("go")
-    (action,) = actions
+    runs: list[Any] = []
+
+    async def go() -> None:
+        agent = _agent(fake.base_url, [explode], harness.sink)
+        async with agent.iter("go") as run:
+            runs.append(run)
+            async for _ in run:
+                pass
+
+    with (
+        serve(FakeOpenAI(batches([("explode", {"key": "a"})]))) as fake,
+        pytest.raises(PermissionError),
+    ):
+        asyncio.run(go())
+    (action,) = _actions(runs[0])  # the AgentRun names its run: report_of(run) works too
     assert isinstance(action, PromptCancelled)
     (record,) = harness.logs(telemetry.TOOL_CALL_EVENT)
     assert (

@@ -7,8 +7,10 @@ the execution error type); ``write_file`` needs approval, and an inline
 ``HandleDeferredToolCalls`` handler denies every such call (``cancel_call``:
 a rejected approval is ``cancelled``); ``run_shell_command`` cancels the whole
 run once it runs (``AgentRun.cancel()``, ``cancel_run``: the run ends with
-``RunCancelled``).  Decisions come from the capability's ``on_batch`` observer;
-kept results from the run's message history (a cancelled run's as pydantic-ai
+``RunCancelled``).  A stop ends the run the default way, ``ProtectionStopped``
+(a ``UsageLimitExceeded``).  Decisions come from the run's ``report_of`` (the
+exception's ``report`` for a stop); kept results from the run's message history
+(the exception's ``all_messages()`` for a stop; a cancelled run's as pydantic-ai
 resumes it, ``repair_messages``: unanswered calls closed as ``interrupted``).
 """
 
@@ -37,11 +39,11 @@ from pydantic_ai.providers.openai import OpenAIProvider
 from pydantic_ai.run import AgentRun
 from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, RunContext, ToolDenied
 
-from tool_failure_guard.core import Action
 from tool_failure_guard.guard import GuardMode
 from tool_failure_guard.integrations.pydantic_ai import (
-    ProtectionStop,
+    ProtectionStopped,
     RepeatedToolFailureCapability,
+    report_of,
 )
 
 #: The framework's per-tool retry budget: argument-validation retries must not end the run
@@ -121,7 +123,6 @@ class PydanticAiDriver:
     def run(
         self, scenario: Scenario, mode: GuardMode, *, base_url: str, workspace: Path, scratch: Path
     ) -> HostOutcome:
-        actions: list[Action] = []
         runs: list[AgentRun[Any, Any]] = []
         model = OpenAIChatModel(
             MODEL_NAME, provider=OpenAIProvider(base_url=base_url, api_key=API_KEY)
@@ -131,7 +132,7 @@ class PydanticAiDriver:
             tools=workspace_tools(workspace, runs),
             retries=RETRIES,
             capabilities=[
-                RepeatedToolFailureCapability(mode=mode, on_batch=lambda _, a: actions.append(a)),
+                RepeatedToolFailureCapability(mode=mode),
                 HandleDeferredToolCalls(handler=deny_every_approval),
             ],
         )
@@ -146,21 +147,28 @@ class PydanticAiDriver:
         try:
             result = asyncio.run(asyncio.wait_for(drive(), 120))
         except RunCancelled as cancelled:
+            report = report_of(cancelled)
             return HostOutcome(
                 ended=CANCELLED,
                 loop_type=None,
                 output="",
-                decisions=tuple(a.decision.kind.value for a in actions if a.decision is not None),
+                decisions=report.decisions if report is not None else (),
                 kept_call_ids=kept_call_ids(repair_messages(cancelled.all_messages())),
             )
-        output = result.output
-        stop = output if isinstance(output, ProtectionStop) else None
-        decisions = tuple(a.decision.kind.value for a in actions if a.decision is not None)
+        except ProtectionStopped as stopped:
+            return HostOutcome(
+                ended=STOPPED,
+                loop_type=stopped.loop_type,
+                output=stopped.stop.notice,
+                decisions=stopped.report.decisions,
+                kept_call_ids=kept_call_ids(stopped.all_messages()),
+            )
+        report = report_of(result)
         return HostOutcome(
-            ended=STOPPED if stop is not None else COMPLETED,
-            loop_type=stop.loop_type if stop is not None else None,
-            output=str(output),
-            decisions=decisions,
+            ended=COMPLETED,
+            loop_type=None,
+            output=str(result.output),
+            decisions=report.decisions if report is not None else (),
             kept_call_ids=kept_call_ids(result.all_messages()),
         )
 

@@ -160,8 +160,10 @@ def pydantic_ai(
     from pydantic_ai.models.function import AgentInfo, FunctionModel
 
     from tool_failure_guard.integrations.pydantic_ai import (
-        ProtectionStop,
+        ProtectionStopped,
         RepeatedToolFailureCapability,
+        RunReport,
+        report_of,
     )
 
     _check(variant, transport)
@@ -198,12 +200,9 @@ def pydantic_ai(
         model = OpenAIChatModel(
             model_name(batches, workload), provider=OpenAIProvider(openai_client=client)
         )
-    seen: list[int] = []
     capabilities: list[Any] = []
     if variant != "bare":
-        capabilities.append(
-            RepeatedToolFailureCapability(mode=variant, on_batch=lambda n, _a: seen.append(n))
-        )
+        capabilities.append(RepeatedToolFailureCapability(mode=variant))
     tools = [
         Tool(ok, name="ok"),
         Tool(fail, name="fail_a"),
@@ -213,15 +212,18 @@ def pydantic_ai(
     loop = asyncio.new_event_loop()
 
     def run() -> Ran:
-        seen.clear()
-        result = loop.run_until_complete(agent.run("go"))
-        asked = sum(
-            1 for m in result.all_messages() if isinstance(m, ModelResponse) and m.tool_calls
-        )
+        report: RunReport | None
+        try:
+            result = loop.run_until_complete(agent.run("go"))
+        except ProtectionStopped as stopped:  # on_stop="error", the default
+            messages, report = stopped.all_messages(), stopped.report
+        else:
+            messages, report = result.all_messages(), report_of(result)
+        asked = sum(1 for m in messages if isinstance(m, ModelResponse) and m.tool_calls)
         return Ran(
             batches=asked,
-            guarded=len(seen) if variant != "bare" else None,
-            stopped=isinstance(result.output, ProtectionStop),
+            guarded=report.batches if report is not None else None,
+            stopped=report is not None and report.stop is not None,
         )
 
     return Runner(run, _closing(loop, *clients))

@@ -2,7 +2,9 @@
 
 Framework event -> core call, and core action -> framework effect:
 
-- ``for_run``: a fresh :class:`GuardedRun` (one ``PromptProtection``) per run;
+- ``for_run``: a fresh :class:`GuardedRun` (one ``PromptProtection``) per run,
+  in the mode read for that run; the history's answered calls seed the
+  call-id de-duplicator;
 - ``get_wrapper_toolset``: the execution boundary (:mod:`._toolset`);
 - ``on_tool_validate_error``: invalid arguments (never this guard's to count);
 - ``before_node_run`` of a ``CallToolsNode``: admit the response's function calls;
@@ -10,11 +12,14 @@ Framework event -> core call, and core action -> framework effect:
   batch; ``Continue`` -> the reminder as a ``SystemPromptPart`` right after the
   batch's tool returns (kept in the history, so in every later request);
   ``Stop`` -> the tool returns and the stop text go into the history and the run
-  ends with :class:`ProtectionStop` as its output, without another model request;
+  ends without another model request: it raises :class:`ProtectionStopped`
+  (``on_stop="error"``), or ends with :class:`ProtectionStop` as its output
+  (``on_stop="end"``, where the output type is plain text);
 - ``before_model_request``: after a stop, no request reaches the model, whatever
-  asks for one (``SkipModelRequest`` with the stop text);
+  asks for one (``SkipModelRequest`` with the stop text); a batch still open
+  here was never settled: the fail-open warning, now;
 - ``wrap_run``: a batch cancelled or aborted mid-way settles as interrupted; the
-  per-run outcome record, and the fail-open warning.
+  run's report (``report_of``), the per-run outcome record.
 
 It overrides neither ``wrap_node_run`` nor ``wrap_model_request``: pydantic-ai
 builds a wrapper chain around every node run and every model request of a run
@@ -26,7 +31,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,15 +42,7 @@ from pydantic_ai.exceptions import (
     SkipToolExecution,
     UsageLimitExceeded,
 )
-from pydantic_ai.messages import (
-    ModelMessage,
-    ModelRequest,
-    ModelResponse,
-    SystemPromptPart,
-    TextPart,
-    ToolCallPart,
-    ToolReturnPart,
-)
+from pydantic_ai.messages import ModelRequest, ToolCallPart
 from pydantic_ai.result import FinalResult
 from pydantic_ai.tools import RunContext
 from pydantic_ai.toolsets import AbstractToolset
@@ -54,27 +50,28 @@ from pydantic_graph import End
 
 from tool_failure_guard.core import (
     DEFAULT_TOOL_CALL_CAP,
-    Action,
     Continue,
     FunctionCall,
     Stop,
     provider_duplicate,
 )
 from tool_failure_guard.guard import GuardMode
-from tool_failure_guard.integrations.pydantic_ai._run import (
-    GuardedRun,
-    answered_call_ids,
-    has_user_input,
+from tool_failure_guard.integrations._api import StopBehaviour, stop_behaviour
+from tool_failure_guard.integrations.pydantic_ai._history import answered_calls, has_user_input
+from tool_failure_guard.integrations.pydantic_ai._parts import (
+    answers_of,
+    declares_plain_str,
+    function_calls,
+    requests_plain_text,
+    stop_response,
+    with_reminder,
 )
-from tool_failure_guard.integrations.pydantic_ai._stop import ProtectionStop
-from tool_failure_guard.integrations.pydantic_ai._toolset import ObservingToolset, tool_type_of
+from tool_failure_guard.integrations.pydantic_ai._results import Finished, remember
+from tool_failure_guard.integrations.pydantic_ai._run import GuardedRun
+from tool_failure_guard.integrations.pydantic_ai._stop import ProtectionStop, ProtectionStopped
+from tool_failure_guard.integrations.pydantic_ai._toolset import ObservingToolset
 from tool_failure_guard.modes import mode_for_run
 from tool_failure_guard.telemetry.sink import GuardTelemetry, NullTelemetry
-
-#: ``metadata`` key marking the parts and responses this adapter added to a history.
-METADATA_KEY = "tool_failure_guard"
-#: ``model_name`` of the stop response (no model produced it).
-STOP_MODEL_NAME = "tool-failure-guard"
 
 
 @dataclass
@@ -82,22 +79,29 @@ class RepeatedToolFailureCapability(AbstractCapability[Any]):
     """Repeated tool-call protection for one agent: a fresh guard for every run.
 
     ``mode``: ``off``/``shadow``/``warn``/``enforce`` (a
-    :class:`~tool_failure_guard.guard.GuardMode`
-    or its name); None reads ``QWEN_CODE_ACP_REPEATED_TOOL_FAILURE_GUARD`` once,
-    here, with the agent's default ``shadow``.  ``telemetry``: a sink of the
-    agent's (``tool_failure_guard.telemetry.build.build_telemetry``); records carry ``route``
-    ``pydantic_ai``.  ``tool_call_cap``: the per-run tool-call cap.
-    ``on_batch``: called with each settled batch's 1-based ordinal and the
-    core's action (``.decision`` is the guard's, None when it was not
-    consulted); it observes only, and what it raises is logged and ignored.
+    :class:`~tool_failure_guard.guard.GuardMode` or its name) wins over the
+    environment; None reads ``QWEN_CODE_ACP_REPEATED_TOOL_FAILURE_GUARD`` afresh
+    for every run (default ``shadow``).  ``telemetry``: a sink of the agent's
+    (``session.telemetry_build.build_telemetry``); records carry ``route``
+    ``pydantic_ai``.  ``on_stop``: how a stopped run ends, ``"error"`` (raise
+    :class:`ProtectionStopped`, a ``UsageLimitExceeded``) or ``"end"`` (the
+    output is the :class:`ProtectionStop` text where the run's output type
+    accepts plain ``str``; otherwise it raises all the same).
+    ``tool_call_cap``: the per-run tool-call cap.  ``report_of(result)`` /
+    ``stop_of(result)`` say what the guard did in a run.
     """
 
     mode: GuardMode | str | None = None
     telemetry: GuardTelemetry | None = field(default=None, repr=False)
+    on_stop: StopBehaviour = "error"
     tool_call_cap: int = DEFAULT_TOOL_CALL_CAP
-    on_batch: Callable[[int, Action], None] | None = field(default=None, repr=False)
-    _mode: GuardMode = field(init=False, repr=False, compare=False)
     _run: GuardedRun | None = field(default=None, init=False, repr=False, compare=False)
+    #: the agent's output_type accepts a plain str (read per run)
+    _declares_text: bool = field(default=False, init=False, repr=False, compare=False)
+    #: the run's model requests accept a plain text output (None: no request seen yet)
+    _requests_text: bool | None = field(default=None, init=False, repr=False, compare=False)
+    #: keep each batch's core action for ``_results.finished_of`` (a seam for tests only)
+    _keep_actions: bool = field(default=False, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.defer_loading:
@@ -109,23 +113,29 @@ class RepeatedToolFailureCapability(AbstractCapability[Any]):
             raise ValueError(
                 f"tool_call_cap must be an int of at least 1; got {self.tool_call_cap!r}"
             )
-        self._mode = mode_for_run(self.mode)
+        self.on_stop = stop_behaviour(self.on_stop)
+        if self.mode is not None:
+            mode_for_run(self.mode)  # a bad explicit mode fails here, naming the valid ones
 
     @property
     def resolved_mode(self) -> GuardMode:
-        """The mode every run of this capability uses."""
-        return self._mode
+        """The mode the next run starts with (without ``mode``: the environment, read now)."""
+        return mode_for_run(self.mode)
 
     async def for_run(self, ctx: RunContext[Any]) -> AbstractCapability[Any]:
-        fresh = dataclasses.replace(self, mode=self._mode)
+        mode = mode_for_run(self.mode)
+        fresh = dataclasses.replace(self, mode=mode)
         fresh._run = GuardedRun(
-            mode=self._mode,
+            mode=mode,
             telemetry=self.telemetry if self.telemetry is not None else NullTelemetry(),
             tool_call_cap=self.tool_call_cap,
             prompt_id=ctx.run_id or str(uuid.uuid4()),
-            answered=answered_call_ids(ctx.messages),
-            on_batch=self.on_batch,
+            answered=answered_calls(ctx.messages),
+            keep_actions=self._keep_actions,
         )
+        if self.on_stop == "end":
+            agent = ctx.agent
+            fresh._declares_text = agent is not None and declares_plain_str(agent.output_type)
         return fresh
 
     def get_wrapper_toolset(self, toolset: AbstractToolset[Any]) -> AbstractToolset[Any] | None:
@@ -138,7 +148,7 @@ class RepeatedToolFailureCapability(AbstractCapability[Any]):
     async def before_node_run(self, ctx: RunContext[Any], *, node: Any) -> Any:
         run = self._run
         if run is not None and isinstance(node, CallToolsNode) and run.stop is None:
-            calls, tools = _function_calls(ctx, node.model_response)
+            calls, tools = function_calls(ctx, node.model_response)
             if calls:
                 run.admit(calls, tools, node.model_response)
         return node
@@ -171,11 +181,11 @@ class RepeatedToolFailureCapability(AbstractCapability[Any]):
         if not isinstance(node, CallToolsNode):
             return result
         if not run.open_batch:
-            if run.stop is None:
+            if run.stop is None or run.guard_stop is None:
                 return result
             # Redirected after the stop (a queued message): the stop text already answered.
-            return End(FinalResult(ProtectionStop(run.stop.notice, run.stop.loop_type)))
-        answers = _answers(ctx.messages, node.model_response, result)
+            return End(FinalResult(ProtectionStop(run.guard_stop)))
+        answers = answers_of(ctx.messages, node.model_response, result)
         queued = [
             message
             for pending in ctx.pending_messages or ()
@@ -185,21 +195,30 @@ class RepeatedToolFailureCapability(AbstractCapability[Any]):
         action = run.settle(answers, user_input=has_user_input([*answers, *queued]))
         if isinstance(action, Stop):
             request = result.request if isinstance(result, ModelRequestNode) else None
-            return self._end(ctx, action, persist=request)
+            return self._end(ctx, run, action, persist=request)
         if (
             isinstance(action, Continue)
             and action.system_texts
             and isinstance(result, ModelRequestNode)
         ):
-            return _with_reminder(result, action.system_texts)
+            return with_reminder(result, action.system_texts)
         return result
 
     async def before_model_request(self, ctx: RunContext[Any], request_context: Any) -> Any:
         run = self._run
-        if run is not None and run.stop is not None:
+        if run is None:
+            return request_context
+        if run.stop is not None:
             # Stopped: whatever asks for another request (a queued message, a redirect),
             # the model is not called; the stop text answers instead.
-            raise SkipModelRequest(_stop_response(ctx, run.stop))
+            raise SkipModelRequest(stop_response(ctx, run.stop))
+        if run.open_batch and not run.unobserved_reported:
+            run.unobserved(
+                "a batch of tool calls was never settled before the next model request "
+                "(after_node_run was not reached)"
+            )
+        if self._requests_text is None:
+            self._requests_text = requests_plain_text(request_context.model_request_parameters)
         return request_context
 
     async def wrap_run(self, ctx: RunContext[Any], *, handler: Any) -> Any:
@@ -209,6 +228,9 @@ class RepeatedToolFailureCapability(AbstractCapability[Any]):
             result = await handler()
             stop_reason = "end_turn"
             return result
+        except ProtectionStopped:
+            stop_reason = "end_turn"  # a protection's stop, as the agent reports it
+            raise
         except (asyncio.CancelledError, RunCancelled, KeyboardInterrupt, GeneratorExit):
             stop_reason = "cancelled"
             raise
@@ -216,87 +238,42 @@ class RepeatedToolFailureCapability(AbstractCapability[Any]):
             stop_reason = "max_turn_requests"
             raise
         finally:
-            if run is not None and stop_reason != "end_turn" and run.open_response is not None:
-                # The run ended inside a batch (cancelled, or an exception in its tools node):
-                # what settled counts, the rest is interrupted.
-                answers = _answers(ctx.messages, run.open_response, None)
-                run.settle(answers, interrupted=True)
             if run is not None:
-                usage = ctx.usage
-                run.finished(
-                    stop_reason=stop_reason,
-                    input_tokens=usage.input_tokens if usage.requests else None,
-                    output_tokens=usage.output_tokens if usage.requests else None,
-                )
+                self._finish(ctx, run, stop_reason)
+
+    def _finish(self, ctx: RunContext[Any], run: GuardedRun, stop_reason: str) -> None:
+        """The run is over, however it ended: its report for ``report_of``, its outcome record."""
+        if stop_reason != "end_turn" and run.open_response is not None:
+            # The run ended inside a batch (cancelled, or an exception in its tools node):
+            # what settled counts, the rest is interrupted.
+            run.settle(answers_of(ctx.messages, run.open_response, None), interrupted=True)
+        usage = ctx.usage
+        if ctx.run_id:
+            # Every view of the run (result, streamed result, AgentRun, RunCancelled) shares
+            # its usage object: the report lives as long as the run's state does.
+            remember(ctx.run_id, Finished(run.report(), tuple(run.actions or ())), usage)
+        run.finished(
+            stop_reason=stop_reason,
+            input_tokens=usage.input_tokens if usage.requests else None,
+            output_tokens=usage.output_tokens if usage.requests else None,
+        )
 
     def _end(
-        self, ctx: RunContext[Any], stop: Stop, *, persist: ModelRequest | None
+        self, ctx: RunContext[Any], run: GuardedRun, stop: Stop, *, persist: ModelRequest | None
     ) -> End[FinalResult[Any]]:
-        """End the run on ``stop``: the settled tool returns, then the stop text, in the history."""
+        """End the run on ``stop``: the settled tool returns, then the stop text, in the history.
+
+        Then the run raises :class:`ProtectionStopped`, or (``on_stop="end"``, the
+        run's output plain text) ends with :class:`ProtectionStop` as its output.
+        """
         if persist is not None:
             ctx.messages.append(
                 dataclasses.replace(persist, run_id=ctx.run_id, conversation_id=ctx.conversation_id)
             )
-        ctx.messages.append(_stop_response(ctx, stop))
-        return End(FinalResult(ProtectionStop(stop.notice, stop.loop_type)))
-
-
-def _function_calls(
-    ctx: RunContext[Any], response: ModelResponse
-) -> tuple[list[ToolCallPart], dict[str, tuple[str | None, str]]]:
-    """The response's calls the guard settles (output tools excluded) and each name's identity."""
-    manager = ctx.tool_manager
-    registered = getattr(manager, "tools", None) if manager is not None else None
-    calls: list[ToolCallPart] = []
-    tools: dict[str, tuple[str | None, str]] = {}
-    for part in response.tool_calls:
-        name = part.tool_name
-        tool = registered.get(name) if registered is not None else None
-        if tool is not None and tool.tool_def.kind == "output":
-            continue
-        calls.append(part)
-        if tool is not None:
-            tools[name] = (name, tool_type_of(tool.toolset))
-        elif registered is None:
-            tools[name] = (name, "native")  # the registry was not readable: trust the name
-        else:
-            tools[name] = (None, "native")
-    return calls, tools
-
-
-def _answers(
-    messages: list[ModelMessage], response: ModelResponse, result: Any
-) -> list[ModelMessage]:
-    """The requests that answer ``response``: the next node's, and any already in the history."""
-    answers: list[ModelMessage] = []
-    if isinstance(result, ModelRequestNode):
-        answers.append(result.request)
-    for index in range(len(messages) - 1, -1, -1):
-        if messages[index] is response:
-            answers.extend(m for m in messages[index + 1 :] if isinstance(m, ModelRequest))
-            break
-    return answers
-
-
-def _with_reminder(
-    result: ModelRequestNode[Any, Any], texts: tuple[str, ...]
-) -> ModelRequestNode[Any, Any]:
-    """The next request with the reminder right after the batch's tool returns."""
-    parts = list(result.request.parts)
-    last_return = max(
-        (i for i, part in enumerate(parts) if isinstance(part, ToolReturnPart)),
-        default=len(parts) - 1,
-    )
-    reminders = [SystemPromptPart(text, metadata={METADATA_KEY: "reminder"}) for text in texts]
-    parts[last_return + 1 : last_return + 1] = reminders
-    return dataclasses.replace(result, request=dataclasses.replace(result.request, parts=parts))
-
-
-def _stop_response(ctx: RunContext[Any], stop: Stop) -> ModelResponse:
-    return ModelResponse(
-        parts=[TextPart(stop.notice)],
-        model_name=STOP_MODEL_NAME,
-        run_id=ctx.run_id,
-        conversation_id=ctx.conversation_id,
-        metadata={METADATA_KEY: {"stop": stop.loop_type}},
-    )
+        ctx.messages.append(stop_response(ctx, stop))
+        guard_stop = run.guard_stop
+        if guard_stop is None:  # pragma: no cover - the settle that returned ``stop`` set it
+            raise RuntimeError("a stopped run without its GuardStop")
+        if self.on_stop == "end" and self._declares_text and self._requests_text:
+            return End(FinalResult(ProtectionStop(guard_stop)))
+        raise ProtectionStopped(guard_stop, run.report(), messages=ctx.messages, run_id=ctx.run_id)

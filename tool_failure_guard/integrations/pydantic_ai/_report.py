@@ -26,7 +26,7 @@ ROUTE = "pydantic_ai"
 _log = logging.getLogger("tool_failure_guard.integrations.pydantic_ai")
 
 
-class RunReport:
+class RunTelemetry:
     """The telemetry of one run, sent to ``sink``."""
 
     def __init__(self, sink: GuardTelemetry, prompt_id: str) -> None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import attrs
 from pydantic_ai.messages import (
@@ -26,10 +26,10 @@ from pydantic_ai.messages import (
     ModelResponse,
     ToolCallPart,
     ToolReturnPart,
-    UserPromptPart,
 )
 
 from tool_failure_guard.core import (
+    LOOP_REPEATED_TOOL_FAILURE,
     Action,
     BatchSettlement,
     CallIdDeduplicator,
@@ -39,39 +39,19 @@ from tool_failure_guard.core import (
     Stop,
     provider_duplicate,
 )
-from tool_failure_guard.guard import GuardMode, InputBoundary
+from tool_failure_guard.core.protections import AnsweredCall
+from tool_failure_guard.guard import DecisionKind, GuardMode, InputBoundary
+from tool_failure_guard.integrations._api import ActionLog, GuardStop, RunReport
+from tool_failure_guard.integrations.pydantic_ai._history import args_of, returned_of
 from tool_failure_guard.integrations.pydantic_ai._outcomes import Execution, Returned, settle
-from tool_failure_guard.integrations.pydantic_ai._report import ROUTE, RunReport
-from tool_failure_guard.telemetry.sink import GuardTelemetry, PromptOutcome
+from tool_failure_guard.integrations.pydantic_ai._report import ROUTE, RunTelemetry
+from tool_failure_guard.session.telemetry.sink import (
+    GuardTelemetry,
+    NullTelemetry,
+    PromptOutcome,
+)
 
 _log = logging.getLogger("tool_failure_guard.integrations.pydantic_ai")
-
-#: Bound on the text kept from a tool return (the receipt never holds text; this is for hooks).
-_TEXT_LIMIT = 2000
-
-
-def answered_call_ids(messages: Iterable[ModelMessage]) -> set[str]:
-    """Call ids the history already answered (the call-id de-duplicator's memory)."""
-    return {
-        part.tool_call_id
-        for message in messages
-        if isinstance(message, ModelRequest)
-        for part in message.parts
-        if isinstance(part, ToolReturnPart)
-    }
-
-
-def returned_of(part: ToolReturnPart) -> Returned:
-    retry = part.retry
-    try:
-        text = part.model_response_str(wrap_if_error=False)
-    except Exception:  # content the framework cannot render: the statuses still hold
-        text = ""
-    return Returned(
-        outcome=str(part.outcome),
-        cause=None if retry is None else str(retry.cause),
-        text=text[:_TEXT_LIMIT],
-    )
 
 
 @attrs.frozen(kw_only=True)
@@ -93,27 +73,35 @@ class GuardedRun:
         telemetry: GuardTelemetry,
         tool_call_cap: int,
         prompt_id: str,
-        answered: Iterable[str] = (),
-        on_batch: Callable[[int, Action], None] | None = None,
+        answered: Iterable[str | AnsweredCall] = (),
+        keep_actions: bool = False,
     ) -> None:
         self.mode = mode
         self.tool_call_cap = tool_call_cap
         self.tool_calls = 0
         self.prompt_id = prompt_id
-        #: the conversation's answered call ids: its history's, then each settled batch's
+        #: the conversation's answered calls: its history's, then each settled batch's
         self._dedup = CallIdDeduplicator(answered)
         self.protection = PromptProtection(mode, dedup=self._dedup, tool_call_cap=tool_call_cap)
-        self.report = RunReport(telemetry, prompt_id)
-        self._on_batch = on_batch
+        #: None without a sink: nothing to report, nothing to pay per call
+        self.telemetry = (
+            None if isinstance(telemetry, NullTelemetry) else RunTelemetry(telemetry, prompt_id)
+        )
+        self._log = ActionLog(ROUTE)
         self.started = time.monotonic()
         self.stop: Stop | None = None
+        self.guard_stop: GuardStop | None = None
+        #: the guard decision kind of each batch it reduced, in order
+        self.decisions: list[str] = []
+        #: the core's action of each settled batch (kept only when asked: tests read receipts)
+        self.actions: list[Action] | None = [] if keep_actions else None
         self.model_turns = 0
         self.executions_seen = 0
         self.calls_settled = 0
+        self.unobserved_reported = False
         self._batch: _Admitted | None = None
         self._executions: dict[str, Execution] = {}
         self._invalid: set[str] = set()
-        self._answered_here: set[str] = set()
 
     # -- what the hooks report --------------------------------------------------------
 
@@ -137,10 +125,17 @@ class GuardedRun:
         ``tools`` maps each call's name to its registered identity and tool type
         (``None`` identity: no tool has that name).
         """
-        if self._batch is not None or self.stop is not None:
+        if self.stop is not None:
+            return
+        if self._batch is not None:
+            if self._batch.response is not response:
+                self.unobserved(
+                    "a model response's calls arrived while the previous batch was "
+                    "never settled (after_node_run was not reached)"
+                )
             return
         function_calls = [
-            FunctionCall(call_id=part.tool_call_id, name=part.tool_name, args=_args_of(part))
+            FunctionCall(call_id=part.tool_call_id, name=part.tool_name, args=args_of(part))
             for part in calls
         ]
         admission = self.protection.admit(function_calls)
@@ -172,6 +167,11 @@ class GuardedRun:
             if known is None:
                 self.executions_seen += 1
                 self._executions[call_id] = execution
+                if self._batch is None and self.stop is None:
+                    self.unobserved(
+                        "a tool call ran outside any batch the adapter admitted "
+                        "(before_node_run was not reached)"
+                    )
         elif known is None or known.status == "running":
             self._executions[call_id] = execution
 
@@ -179,6 +179,17 @@ class GuardedRun:
         """Argument validation failed for this call (``on_tool_validate_error``)."""
         if call_id is not None:
             self._invalid.add(call_id)
+
+    def unobserved(self, why: str) -> None:
+        """Fail-open made visible, when it happens: the guard observes nothing of this run."""
+        if self.unobserved_reported:
+            return
+        self.unobserved_reported = True
+        _log.warning(
+            "pydantic_ai adapter (RepeatedToolFailureCapability): %s; the guard observes "
+            "nothing for this run (fail-open)",
+            why,
+        )
 
     # -- the batch is over --------------------------------------------------------------
 
@@ -224,22 +235,41 @@ class GuardedRun:
         action = self.protection.after_batch(settlement, boundary, cancelled=interrupted)
         # The framework records every call's answer in the history: a later replay is a duplicate.
         self._dedup.mark_answered(call.call_id for call in settlement.calls)
-        outcomes = settlement.outcomes()
         self.tool_calls += len(settlement.admission.executable)
-        self.calls_settled += sum(1 for outcome in outcomes if outcome is not None)
-        self.report.batch(self.protection, settlement, action)
+        self.calls_settled += sum(1 for outcome in settlement.outcomes() if outcome is not None)
+        decided = action.decision
+        if decided is not None:
+            self.decisions.append(decided.kind.value)
+        if self.actions is not None:
+            self.actions.append(action)
+        if self.telemetry is not None:
+            self.telemetry.batch(self.protection, settlement, action)
+        self._logged(action)
         if isinstance(action, Stop):
             self.stop = action
-        if self._on_batch is not None:
-            try:
-                self._on_batch(self.protection.batches, action)
-            except Exception as error:  # an observer never changes the run
-                _log.warning(
-                    "pydantic_ai adapter: on_batch raised %s; ignored", type(error).__name__
-                )
+            guard = self.protection.guard
+            self.guard_stop = GuardStop(
+                loop_type=action.loop_type,
+                notice=action.shown_text,
+                mode=self.mode,
+                key=guard.key if action.loop_type == LOOP_REPEATED_TOOL_FAILURE else None,
+            )
         self._executions.clear()
         self._invalid.clear()
         return action
+
+    def _logged(self, action: Action) -> None:
+        """The run's first reminder and first stop, would-be or real: one log record each."""
+        decision = action.decision
+        batch = self.protection.batches
+        if decision is not None:
+            self._log.decided(
+                decision.kind, self.mode, batch=batch, loop_type=LOOP_REPEATED_TOOL_FAILURE
+            )
+        if isinstance(action, Stop) and (
+            decision is None or decision.kind is not DecisionKind.STOP
+        ):
+            self._log.decided(DecisionKind.STOP, self.mode, batch=batch, loop_type=action.loop_type)
 
     def _outcome(
         self, call: FunctionCall, batch: _Admitted, returned: Returned | None, interrupted: bool
@@ -257,7 +287,18 @@ class GuardedRun:
             interrupted=interrupted,
         )
 
-    # -- the run is over ----------------------------------------------------------------
+    # -- what the run did ----------------------------------------------------------------
+
+    def report(self) -> RunReport:
+        """The run's :class:`RunReport` so far (every mode)."""
+        return RunReport(
+            mode=self.mode,
+            decisions=tuple(self.decisions),
+            batches=self.protection.batches,
+            tool_calls=self.tool_calls,
+            observed=self.calls_settled,
+            stop=self.guard_stop,
+        )
 
     def finished(
         self, *, stop_reason: str, input_tokens: int | None, output_tokens: int | None
@@ -265,12 +306,12 @@ class GuardedRun:
         """Report the run's outcome record; warn once when tools ran but nothing was observed."""
         protection = self.protection
         if self.executions_seen and not self.calls_settled:
-            _log.warning(
-                "pydantic_ai adapter (RepeatedToolFailureCapability): the run executed %d tool "
-                "call(s) but no batch was observed; the guard did nothing for this run",
-                self.executions_seen,
+            self.unobserved(
+                f"the run executed {self.executions_seen} tool call(s) but no batch was observed"
             )
-        self.report.finished(
+        if self.telemetry is None:
+            return
+        self.telemetry.finished(
             PromptOutcome(
                 prompt_id=self.prompt_id,
                 route=ROUTE,
@@ -292,20 +333,3 @@ class GuardedRun:
                 input_boundary="drain",
             )
         )
-
-
-def has_user_input(messages: Iterable[ModelMessage]) -> bool:
-    """Whether user content arrived with a batch's answers (an external-input boundary)."""
-    return any(
-        isinstance(part, UserPromptPart)
-        for message in messages
-        if isinstance(message, ModelRequest)
-        for part in message.parts
-    )
-
-
-def _args_of(part: ToolCallPart) -> dict[str, object]:
-    try:
-        return dict(part.args_as_dict())
-    except Exception:  # arguments that are not a JSON object: validation will say so
-        return {}

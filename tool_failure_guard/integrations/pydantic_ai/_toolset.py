@@ -32,6 +32,11 @@ else:
 
 #: Bound on the error text kept per call (it reaches no receipt, no telemetry).
 _MESSAGE_LIMIT = 500
+#: The executions every call reports (frozen values: one each, never one per call).
+_RUNNING = Execution(status="running")
+_SUCCESS = Execution(status="success")
+_DEFERRED = Execution(status="deferred")
+_CANCELLED = Execution(status="cancelled")
 
 
 def tool_type_of(toolset: AbstractToolset[Any]) -> str:
@@ -56,19 +61,21 @@ class ObservingToolset(WrapperToolset[Any]):
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
     ) -> Any:
         call_id = ctx.tool_call_id
-        self.run.executed(call_id, Execution(status="running"))
+        run = self.run
+        run.executed(call_id, _RUNNING)
         try:
-            result = await super().call_tool(name, tool_args, ctx, tool)
+            # the wrapped toolset's own call (``WrapperToolset.call_tool`` adds nothing more)
+            result = await self.wrapped.call_tool(name, tool_args, ctx, tool)
         except (CallDeferred, ApprovalRequired):
-            self.run.executed(call_id, Execution(status="deferred"))
+            run.executed(call_id, _DEFERRED)
             raise
         except asyncio.CancelledError:
-            self.run.executed(call_id, Execution(status="cancelled"))
+            run.executed(call_id, _CANCELLED)
             raise
         except Exception as exc:
             message = f"{type(exc).__name__}: {exc}"[:_MESSAGE_LIMIT]
             kind = execution_error_type(exc)
-            self.run.executed(call_id, Execution(status="error", error_type=kind, message=message))
+            run.executed(call_id, Execution(status="error", error_type=kind, message=message))
             raise
-        self.run.executed(call_id, Execution(status="success"))
+        run.executed(call_id, _SUCCESS)
         return result
