@@ -24,8 +24,8 @@ from tool_failure_guard.commands.cli import main
 from tool_failure_guard.core import PromptCancelled
 from tool_failure_guard.integrations.pydantic_ai import ROUTE, RepeatedToolFailureCapability
 from tool_failure_guard.integrations.pydantic_ai._results import finished_of
-from tool_failure_guard.session.telemetry import sink as telemetry
-from tool_failure_guard.session.telemetry.build import build_telemetry
+from tool_failure_guard.telemetry import sink as telemetry
+from tool_failure_guard.telemetry.build import build_telemetry
 
 
 class Missing(ToolFailed):

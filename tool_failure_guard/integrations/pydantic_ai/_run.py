@@ -45,7 +45,7 @@ from tool_failure_guard.integrations._api import ActionLog, GuardStop, RunReport
 from tool_failure_guard.integrations.pydantic_ai._history import args_of, returned_of
 from tool_failure_guard.integrations.pydantic_ai._outcomes import Execution, Returned, settle
 from tool_failure_guard.integrations.pydantic_ai._report import ROUTE, RunTelemetry
-from tool_failure_guard.session.telemetry.sink import (
+from tool_failure_guard.telemetry.sink import (
     GuardTelemetry,
     NullTelemetry,
     PromptOutcome,
