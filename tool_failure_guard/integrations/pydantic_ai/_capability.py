@@ -82,7 +82,7 @@ class RepeatedToolFailureCapability(AbstractCapability[Any]):
     :class:`~tool_failure_guard.guard.GuardMode` or its name) wins over the
     environment; None reads ``QWEN_CODE_ACP_REPEATED_TOOL_FAILURE_GUARD`` afresh
     for every run (default ``shadow``).  ``telemetry``: a sink of the agent's
-    (``session.telemetry_build.build_telemetry``); records carry ``route``
+    (``telemetry.build.build_telemetry``); records carry ``route``
     ``pydantic_ai``.  ``on_stop``: how a stopped run ends, ``"error"`` (raise
     :class:`ProtectionStopped`, a ``UsageLimitExceeded``) or ``"end"`` (the
     output is the :class:`ProtectionStop` text where the run's output type
