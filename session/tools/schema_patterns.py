@@ -25,12 +25,14 @@ import contextlib
 import contextvars
 import time
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import regex
-from jsonschema.exceptions import ValidationError
-from jsonschema.protocols import Validator
-from jsonschema.validators import extend
+
+if TYPE_CHECKING:
+    from jsonschema.protocols import Validator
+# jsonschema itself is imported where a validator is made or a violation reported (see
+# schema_check: not with the agent).
 
 #: Seconds one call's arguments may take to check (a real check takes microseconds).
 CHECK_BUDGET_S = 1.0
@@ -78,6 +80,8 @@ def search(pattern: str, text: str) -> bool:
 
 def _pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Iterator[Any]:
     if validator.is_type(instance, "string") and not search(pattern, instance):
+        from jsonschema.exceptions import ValidationError
+
         yield ValidationError(f"the value does not match {pattern[:200]!r}")
 
 
@@ -115,6 +119,8 @@ def _additional_with_patterns(
         for key in extras:
             yield from validator.descend(instance[key], additional, path=key)
     elif additional is False and extras:
+        from jsonschema.exceptions import ValidationError
+
         names = ", ".join(repr(key[:80]) for key in sorted(extras))
         yield ValidationError(f"unexpected argument(s) {names}")
 
@@ -134,6 +140,8 @@ def bounded_validator_class(cls: type[Validator]) -> type[Validator]:
     """``cls`` with its regular expressions matched by :func:`search` and a deadline."""
     bounded = _BOUNDED.get(cls)
     if bounded is None:
+        from jsonschema.validators import extend
+
         keywords = dict(cls.VALIDATORS)
         if "pattern" in keywords:
             keywords["pattern"] = _pattern
