@@ -27,12 +27,10 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-import regex
-
 if TYPE_CHECKING:
     from jsonschema.protocols import Validator
-# jsonschema itself is imported where a validator is made or a violation reported (see
-# schema_check: not with the agent).
+# jsonschema and regex are imported where a validator is made, a pattern matched or a
+# violation reported (see schema_check: not with the agent).
 
 #: Seconds one call's arguments may take to check (a real check takes microseconds).
 CHECK_BUDGET_S = 1.0
@@ -68,6 +66,8 @@ def _remaining() -> float:
 
 def search(pattern: str, text: str) -> bool:
     """Whether ``pattern`` matches somewhere in ``text``, within the check's deadline."""
+    import regex
+
     compiled = regex.compile(pattern)  # the engine caches compiled patterns
     try:
         return compiled.search(text, timeout=_remaining(), concurrent=True) is not None
@@ -171,6 +171,8 @@ def _walk(node: Any, depth: int = 0) -> Iterator[Mapping[str, Any]]:
 
 def pattern_problem(schema: Mapping[str, Any]) -> str | None:
     """Why the schema's regular expressions cannot be checked safely, or None."""
+    import regex
+
     nodes = list(_walk(schema))
     patterns: list[str] = []
     for node in nodes:
