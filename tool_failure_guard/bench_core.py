@@ -38,6 +38,8 @@ from tool_failure_guard.guard import (
 )
 
 QUIET = InputBoundary()
+#: This module's import name (also under ``python -m``), for the callgrind child.
+_MODULE = __spec__.name if __spec__ is not None else "tool_failure_guard.bench_core"
 CALLS_PER_BATCH = 4
 
 
@@ -122,7 +124,7 @@ def instructions(prompts: int = 100) -> tuple[float, float] | None:
         command = [
             valgrind, "--tool=callgrind", f"--callgrind-out-file={out}",
             "--zero-before=os_getpgrp", "--dump-before=os_getppid",
-            sys.executable, "-m", "tool_failure_guard.bench_core", "--callgrind-child",
+            sys.executable, "-m", _MODULE, "--callgrind-child",
             str(prompts),
         ]  # fmt: skip
         done = subprocess.run(command, capture_output=True, text=True, timeout=1800, check=False)
