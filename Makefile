@@ -16,7 +16,7 @@ CLIENTS_STAMP := $(CLIENTS)/node_modules/.installed
 AGENTS := .agents
 AGENTS_STAMP := $(AGENTS)/node_modules/.installed
 
-.PHONY: demo test bench render lint typecheck unit setup clean eval eval-setup
+.PHONY: demo test bench bench-growth render lint typecheck unit setup clean eval eval-setup
 
 $(STAMP): pyproject.toml
 	@command -v dot >/dev/null 2>&1 || { \
@@ -74,6 +74,12 @@ test: lint typecheck $(STAMP) $(MCP_STAMP) $(CLIENTS_STAMP) $(AGENTS_STAMP)
 bench: $(STAMP)
 	$(BIN)/tool-failure-guard bench
 	$(BIN)/python -m tool_failure_guard.rollout.bench
+
+# How the rollout analysis's cost grows, 100k -> 1M prompts (docs/rollout.md section 8):
+# DuckDB only and one repetition by default, since 1M prompts are 4.7 GB of OTLP JSON.
+GROWTH_ARGS ?= --prompts 100000,1000000 --repeat 1 --skip-clickhouse --skip-simulate
+bench-growth: $(STAMP)
+	$(BIN)/python -m tool_failure_guard.rollout.bench $(GROWTH_ARGS)
 
 # The real-model evaluation (docs/evaluation.md): not part of `make test`. Set-up is cached
 # outside the repository; OPENAI_BASE_URL + TFG_EVAL_MODEL point it at your own server.

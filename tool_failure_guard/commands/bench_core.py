@@ -7,14 +7,26 @@ One batch, as an adapter drives it: four :class:`FunctionCall` values, ``admit``
 The bare side reduces the very receipts those batches produced with a fresh
 guard's ``observe``.  Both run over the same prompts in passes, the order
 alternating per pass, gc off; printed: the median per-batch time of each and
-the median and spread of the per-pass ratios.
+the median and spread of the per-pass ratios.  When valgrind is installed the
+same two sides also run in a child under ``valgrind --tool=callgrind`` (each
+pass between ``os.getpgrp()``, counters zeroed, and ``os.getppid()``, counters
+dumped; a warm-up pass of each first, three passes each, alternating): the
+instructions per batch repeat to within a fraction of a percent whatever the
+machine's load, so they are the figure to compare on a shared machine.
 """
 
 from __future__ import annotations
 
 import gc
+import json
+import os
+import shutil
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 from tool_failure_guard.core import FunctionCall, PromptProtection, Stop, outcomes
@@ -26,6 +38,8 @@ from tool_failure_guard.guard import (
 )
 
 QUIET = InputBoundary()
+#: This module's import name (also under ``python -m``), for the callgrind child.
+_MODULE = __spec__.name if __spec__ is not None else "tool_failure_guard.bench_core"
 CALLS_PER_BATCH = 4
 
 
@@ -77,12 +91,69 @@ def _guarded(count: int) -> float:
     return time.perf_counter() - start
 
 
-def report(prompts: int = 500, passes: int = 9) -> None:
+def _record(prompts: int) -> list[list[BatchReceipt]]:
     recorded: list[list[BatchReceipt]] = []
     for number in range(prompts):
         receipts: list[BatchReceipt] = []
         guarded_prompt(number, receipts)
         recorded.append(receipts)
+    return recorded
+
+
+def _callgrind_child(prompts: int) -> None:
+    """In the callgrind child: warm-up, then 3 passes of each side, one dump per pass."""
+    recorded = _record(prompts)
+    gc.disable()
+    order: list[str] = []
+    for round_ in range(-1, 3):
+        for side in ("guarded", "bare") if round_ % 2 == 0 else ("bare", "guarded"):
+            os.getpgrp()  # --zero-before=os_getpgrp
+            _guarded(prompts) if side == "guarded" else _bare(recorded)
+            os.getppid()  # --dump-before=os_getppid
+            order.append(side if round_ >= 0 else "warm-up")
+    print(json.dumps({"order": order, "batches": sum(len(r) for r in recorded)}))
+
+
+def instructions(prompts: int = 100) -> tuple[float, float] | None:
+    """Median instructions per batch (guarded, bare) under callgrind; None without valgrind."""
+    valgrind = shutil.which("valgrind")
+    if valgrind is None:
+        return None
+    with tempfile.TemporaryDirectory() as directory:
+        out = Path(directory) / "cg.out"
+        command = [
+            valgrind, "--tool=callgrind", f"--callgrind-out-file={out}",
+            "--zero-before=os_getpgrp", "--dump-before=os_getppid",
+            sys.executable, "-m", _MODULE, "--callgrind-child",
+            str(prompts),
+        ]  # fmt: skip
+        done = subprocess.run(command, capture_output=True, text=True, timeout=1800, check=False)
+        if done.returncode != 0:
+            raise RuntimeError(f"callgrind child failed: {done.stderr[-2000:]}")
+        facts = json.loads(done.stdout.strip().splitlines()[-1])
+        dumps = sorted(
+            (p for p in Path(directory).glob("cg.out.*") if p.suffix[1:].isdigit()),
+            key=lambda p: int(p.suffix[1:]),
+        )
+        totals = [_total(p) for p in dumps]
+    if len(totals) < len(facts["order"]):
+        raise RuntimeError(f"callgrind wrote {len(totals)} dumps for {len(facts['order'])} passes")
+    per: dict[str, list[float]] = {"guarded": [], "bare": []}
+    for side, total in zip(facts["order"], totals, strict=False):
+        if side in per:
+            per[side].append(total / facts["batches"])
+    return statistics.median(per["guarded"]), statistics.median(per["bare"])
+
+
+def _total(path: Path) -> int:
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        if line.startswith(("totals:", "summary:")):
+            return int(line.split()[1])
+    raise RuntimeError(f"no totals in {path.name}")
+
+
+def report(prompts: int = 500, passes: int = 9) -> None:
+    recorded = _record(prompts)
     batches = sum(len(r) for r in recorded)
     guarded: list[float] = []
     bare: list[float] = []
@@ -108,3 +179,20 @@ def report(prompts: int = 500, passes: int = 9) -> None:
         f"{statistics.median(ratios):.1f} (passes {ratios[0]:.1f}-{ratios[-1]:.1f})   "
         f"target <= 30 µs: {'met' if statistics.median(guarded) / batches <= 30e-6 else 'MISSED'}"
     )
+    counted = instructions()
+    if counted is None:
+        print("core per batch, instructions: not counted (valgrind not installed)")
+    else:
+        guarded_instructions, bare_instructions = counted
+        print(
+            f"core per batch, instructions (callgrind, median of 3 passes): "
+            f"{guarded_instructions / 1000:.0f} k; observe alone {bare_instructions / 1000:.1f} k;"
+            f" ratio {guarded_instructions / bare_instructions:.1f}"
+        )
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--callgrind-child"]:
+        _callgrind_child(int(sys.argv[2]))
+    else:
+        report()

@@ -66,6 +66,7 @@ __all__ = [
 
 #: What a valid ``error_type`` attribute looks like (a low-cardinality classified reason).
 ERROR_TYPE_PATTERN = re.compile(r"[a-z][a-z0-9_]{0,63}")
+_FULLMATCH = ERROR_TYPE_PATTERN.fullmatch
 #: The type of a raised exception that carries no valid ``error_type`` and is not in the table.
 UNHANDLED_EXCEPTION = "unhandled_exception"
 #: The not-started reasons the invalid-parameter protection counts.
@@ -144,10 +145,11 @@ def succeeded(
     call: FunctionCall, output: str = "", *, tool: str | None = None, tool_type: str = "native"
 ) -> CallOutcome:
     """The tool ran and returned ``output``; ``tool`` is its identity (default: the call's name)."""
+    name = call.name
     return CallOutcome(
         call_id=call.call_id,
-        name=call.name,
-        policy_tool_name=_identity(call, tool),
+        name=name,
+        policy_tool_name=name if tool is None else tool,
         tool_type=tool_type,
         terminal_status="success",
         execution_status="success",
@@ -165,14 +167,15 @@ def failed(
     tool_type: str = "native",
 ) -> CallOutcome:
     """The tool ran and failed for the classified reason ``error_type``."""
-    if not ERROR_TYPE_PATTERN.fullmatch(error_type):
+    if not _FULLMATCH(error_type):
         raise ValueError(
             f"error_type must be lower-case snake_case of at most 64 characters; got {error_type!r}"
         )
+    name = call.name
     return CallOutcome(
         call_id=call.call_id,
-        name=call.name,
-        policy_tool_name=_identity(call, tool),
+        name=name,
+        policy_tool_name=name if tool is None else tool,
         tool_type=tool_type,
         terminal_status="error",
         execution_status="error",

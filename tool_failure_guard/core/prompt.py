@@ -63,6 +63,9 @@ from tool_failure_guard.guard import (
 
 #: The boundary of a host with no mid-run user input: nothing arrived, reliably.
 QUIET_BOUNDARY = InputBoundary()
+_STOP = DecisionKind.STOP
+_WARN = DecisionKind.WARN
+_REMINDER = (REPEATED_TOOL_FAILURE_REMINDER,)
 
 
 class PromptProtection:
@@ -162,7 +165,7 @@ class PromptProtection:
         batch.receipt()  # close it: a later outcome is a late duplicate
         self._batches += 1
         if self._owns_dedup:
-            self._protections.dedup.mark_answered(call.call_id for call in batch.calls)
+            self._protections.dedup.mark_answered([call.call_id for call in batch.calls])
         if cancelled:
             return PromptCancelled()
         loop_type = self._protections.before_guard(batch.admission, batch.settled())
@@ -180,10 +183,11 @@ class PromptProtection:
         if cancelled:
             return PromptCancelled()
         guard = self._guard
-        failure_count_before, batch_count_before = guard.failure_count, guard.batch_count
+        failure_count_before, batch_count_before = guard.counts
         receipt = batch.receipt()
         decision = guard.observe(receipt, boundary)
         self._guarded += 1
+        failure_count, batch_count = guard.counts
         step = GuardStep(
             mode=self._mode,
             decision=decision,
@@ -192,16 +196,16 @@ class PromptProtection:
             batch_ordinal=self._batches,
             failure_count_before=failure_count_before,
             batch_count_before=batch_count_before,
-            failure_count=guard.failure_count,
-            batch_count=guard.batch_count,
+            failure_count=failure_count,
+            batch_count=batch_count,
         )
-        if decision.kind is DecisionKind.STOP:
+        kind = decision.kind
+        if kind is _STOP:
             return self._stopping(LOOP_REPEATED_TOOL_FAILURE, step)
         loop_type = self._protections.after_guard(batch.executed)
         if loop_type is not None:
             return self._stopping(loop_type, step)
-        texts = (REPEATED_TOOL_FAILURE_REMINDER,) if decision.kind is DecisionKind.WARN else ()
-        return Continue(system_texts=texts, guard_step=step)
+        return Continue(system_texts=_REMINDER if kind is _WARN else (), guard_step=step)
 
     def _stopping(self, loop_type: str, step: GuardStep | None) -> Stop:
         first = self._protections.latch.record(loop_type)

@@ -31,9 +31,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import attrs
 
@@ -105,6 +104,35 @@ def call_fingerprint(name: str, args: Mapping[str, Any]) -> str:
 #: An answered call as history gives it: its id, and its fingerprint (None: call unknown).
 AnsweredCall = tuple[str, str | None]
 
+_NO_IDS: frozenset[str] = frozenset()
+#: Marks an id missing from the answered calls (None there means "any call").
+_MISSING: Any = object()
+
+
+class _Answered:
+    """The calls one id answered, when it answered more than one: fingerprints, and
+    calls not fingerprinted yet."""
+
+    __slots__ = ("calls", "fingerprints")
+
+    def __init__(self, *answered: str | FunctionCall) -> None:
+        self.fingerprints: set[str] = set()
+        self.calls: list[FunctionCall] = []
+        for item in answered:
+            self.add(item)
+
+    def add(self, answered: str | FunctionCall) -> None:
+        if isinstance(answered, str):
+            self.fingerprints.add(answered)
+        else:
+            self.calls.append(answered)
+
+    def knows(self, fingerprint: str) -> bool:
+        if self.calls:
+            self.fingerprints.update(call_fingerprint(c.name, c.args) for c in self.calls)
+            self.calls.clear()
+        return fingerprint in self.fingerprints
+
 
 class CallIdDeduplicator:
     """Session-wide memory of answered calls (rebuilt from history on load).
@@ -116,7 +144,9 @@ class CallIdDeduplicator:
     never a replay.  So each
     answered id keeps the fingerprints (:func:`call_fingerprint`) of the calls
     it answered; an id whose call is unknown (given without one) answers every
-    call with that id.
+    call with that id.  A call's fingerprint is taken only when its id arrives
+    again (a :class:`FunctionCall` is a value: its arguments are the provider's,
+    never changed after admission), so fresh ids cost no hashing.
     """
 
     __slots__ = ("_answered", "_generated", "_open")
@@ -127,32 +157,47 @@ class CallIdDeduplicator:
         *,
         open_calls: Iterable[tuple[str, str]] = (),
     ) -> None:
-        #: call id -> fingerprints of the calls it answered (None: any call)
-        self._answered: dict[str, set[str] | None] = {}
+        #: call id -> what it answered: None (any call), one call (its fingerprint, or the
+        #: call while its id has not come back), or several (:class:`_Answered`)
+        self._answered: dict[str, str | FunctionCall | _Answered | None] = {}
         for item in answered:
             call_id, fingerprint = (item, None) if isinstance(item, str) else item
             self._remember(call_id, fingerprint)
-        #: admitted, not yet answered: call id -> fingerprint
-        self._open: dict[str, str] = dict(open_calls)
+        #: admitted, not yet answered: call id -> its fingerprint, or the call itself
+        self._open: dict[str, str | FunctionCall] = dict(open_calls)
         self._generated = 0
 
-    def _remember(self, call_id: str, fingerprint: str | None) -> None:
-        known = self._answered.get(call_id, set())
-        if fingerprint is None or known is None:
+    def _remember(self, call_id: str, answered: str | FunctionCall | None) -> None:
+        if answered is None:
             self._answered[call_id] = None
-        else:
-            known.add(fingerprint)
-            self._answered[call_id] = known
+            return
+        known = self._answered.get(call_id, _MISSING)
+        if known is _MISSING:
+            self._answered[call_id] = answered
+        elif isinstance(known, _Answered):
+            known.add(answered)
+        elif known is not None:
+            self._answered[call_id] = _Answered(known, answered)
 
     def is_answered(self, call_id: str) -> bool:
         return call_id in self._answered
 
     def is_replay(self, call: FunctionCall) -> bool:
         """Whether ``call`` is a call already answered: same id, same name and arguments."""
-        if call.call_id not in self._answered:
-            return False
-        known = self._answered[call.call_id]
-        return known is None or call_fingerprint(call.name, call.args) in known
+        return call.call_id in self._answered and self._replay_fingerprint(call) is True
+
+    def _replay_fingerprint(self, call: FunctionCall) -> Literal[True] | str:
+        """For a call whose id was answered: True if it is a replay, else its fingerprint."""
+        call_id = call.call_id
+        known = self._answered[call_id]
+        if known is None:
+            return True
+        fingerprint = call_fingerprint(call.name, call.args)
+        if isinstance(known, _Answered):
+            return True if known.knows(fingerprint) else fingerprint
+        if not isinstance(known, str):  # the one call it answered, fingerprinted now
+            known = self._answered[call_id] = call_fingerprint(known.name, known.args)
+        return True if known == fingerprint else fingerprint
 
     def mark_answered(self, call_ids: Iterable[str]) -> None:
         """Remember the answered calls of a settled batch.
@@ -161,11 +206,17 @@ class CallIdDeduplicator:
         (marking it as "any call" would make every later reuse of its id a replay); an
         id answered without being admitted here answers every call with that id.
         """
+        opened = self._open
+        known = self._answered
         for call_id in call_ids:
-            if call_id in self._open:
-                self._remember(call_id, self._open.pop(call_id))
-            elif call_id not in self._answered:
-                self._remember(call_id, None)
+            answered = opened.pop(call_id, _MISSING)
+            if answered is _MISSING:
+                if call_id not in known:
+                    known[call_id] = None
+            elif call_id not in known:  # the id's first answer (most ids have one)
+                known[call_id] = answered
+            else:
+                self._remember(call_id, answered)
 
     def _new_call_id(self, taken: set[str]) -> str:
         """An id for a call the provider sent without one: deterministic, never answered."""
@@ -181,21 +232,33 @@ class CallIdDeduplicator:
         duplicates: set[str] = set()
         reused: set[str] = set()
         dropped = 0
+        opened = self._open
+        known = self._answered
         for call in calls:
-            if not call.call_id:
+            call_id = call.call_id
+            if not call_id:
                 call = attrs.evolve(call, call_id=self._new_call_id(seen))
-            if call.call_id in seen:
+                call_id = call.call_id
+            if call_id in seen:
                 dropped += 1
                 continue
-            seen.add(call.call_id)
+            seen.add(call_id)
             admitted.append(call)
-            if self.is_replay(call):
-                duplicates.add(call.call_id)
+            if call_id not in known:  # never answered: fingerprinted if its id comes back
+                opened[call_id] = call
                 continue
-            if call.call_id in self._answered:
-                reused.add(call.call_id)
-            self._open[call.call_id] = call_fingerprint(call.name, call.args)
-        return Admission(tuple(admitted), frozenset(duplicates), dropped, frozenset(reused))
+            found = self._replay_fingerprint(call)
+            if found is True:
+                duplicates.add(call_id)
+            else:
+                reused.add(call_id)
+                opened[call_id] = found
+        return Admission(
+            tuple(admitted),
+            frozenset(duplicates) if duplicates else _NO_IDS,
+            dropped,
+            frozenset(reused) if reused else _NO_IDS,
+        )
 
 
 class ProviderReplayCounter:
@@ -215,20 +278,27 @@ class ProviderReplayCounter:
 class InvalidParamGuard:
     """Counts pre-execution failures per tool name within one prompt."""
 
-    __slots__ = ("_counts",)
+    __slots__ = ("_counts", "_reached")
 
     def __init__(self) -> None:
-        self._counts: Counter[str] = Counter()
+        self._counts: dict[str, int] = {}
+        self._reached = False
 
-    def observe(self, outcomes: Iterable[CallOutcome]) -> bool:
+    def observe(self, outcomes: Iterable[CallOutcome | None]) -> bool:
+        """Count ``outcomes`` (None: a call never settled, skipped); True once a tool name
+        reached the limit (counts only grow, so it stays reached)."""
+        counts = self._counts
         for outcome in outcomes:
             if (
-                outcome.execution_status == "not_started"
+                outcome is not None
+                and outcome.execution_status == "not_started"
                 and outcome.terminal_status == "error"
                 and outcome.execution_error_type in _PRE_EXECUTION_TYPES
             ):
-                self._counts[outcome.name] += 1
-        return any(count >= INVALID_TOOL_PARAMS_LIMIT for count in self._counts.values())
+                count = counts[outcome.name] = counts.get(outcome.name, 0) + 1
+                if count >= INVALID_TOOL_PARAMS_LIMIT:
+                    self._reached = True
+        return self._reached
 
 
 class ToolCallCap:
@@ -258,7 +328,11 @@ class ToolCallCap:
         the model's order, run; the rest are settled not_started (skipped, never
         an execution failure), and the cap then stops the prompt after the batch.
         """
-        past = admission.executable[self.remaining :]
+        remaining = self._cap - self._count
+        if len(admission.calls) <= remaining:  # every executable call fits
+            return admission
+        remaining = max(remaining, 0)
+        past = admission.executable[remaining:]
         if not past:
             return admission
         return attrs.evolve(admission, over_cap=frozenset(call.call_id for call in past))

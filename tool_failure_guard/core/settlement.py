@@ -15,20 +15,39 @@ from collections.abc import Sequence
 
 from tool_failure_guard.core.outcomes import TOOL_CALL_CAP_SKIPPED, CallOutcome, FunctionCall
 from tool_failure_guard.core.protections import Admission
-from tool_failure_guard.core.receipts import CallRecord, ReceiptBuilder
-from tool_failure_guard.guard import BatchReceipt
+from tool_failure_guard.guard import BatchReceipt, Observation
 
 
 class BatchSettlement:
-    """Collects one admitted batch's outcomes by call id; owned by one run."""
+    """Collects one admitted batch's outcomes by call id; owned by one run.
 
-    __slots__ = ("_admission", "_builder", "_ordinals", "_outcomes", "_receipt")
+    It keeps the outcomes themselves, one slot per call in the model's order, and
+    builds the receipt's observations from them once, when the batch closes: the
+    per-call path allocates nothing of its own (the record-level
+    :class:`~tool_failure_guard.core.receipts.ReceiptBuilder` is for hosts that
+    settle by ordinal instead).
+    """
+
+    __slots__ = (
+        "_admission",
+        "_closed",
+        "_dropped",
+        "_ordinals",
+        "_outcomes",
+        "_receipt",
+        "_settled",
+        "_skipped",
+    )
 
     def __init__(self, admission: Admission) -> None:
+        calls = admission.calls
         self._admission = admission
-        self._builder = ReceiptBuilder(len(admission.calls))
-        self._ordinals = {call.call_id: index for index, call in enumerate(admission.calls)}
-        self._outcomes: list[CallOutcome | None] = [None] * len(admission.calls)
+        self._ordinals = {call.call_id: index for index, call in enumerate(calls)}
+        self._outcomes: list[CallOutcome | None] = [None] * len(calls)
+        self._settled = 0
+        self._skipped = 0  #: outcomes skipped past the tool-call cap
+        self._dropped = 0
+        self._closed = False
         self._receipt: BatchReceipt | None = None
 
     @property
@@ -42,8 +61,10 @@ class BatchSettlement:
     def is_provider_duplicate(self, call_id: str) -> bool:
         return call_id in self._admission.provider_duplicates
 
-    def settle(self, outcome: CallOutcome) -> CallRecord | None:
-        """Record ``outcome`` for its call; None when it is a late duplicate (dropped).
+    def settle(self, outcome: CallOutcome) -> CallOutcome | None:
+        """Record ``outcome`` for its call and return it; None when it is a late duplicate
+        (a second outcome for the call, or one after the batch closed: dropped, never
+        counted).
 
         Raises :class:`ValueError` for a call id that is not in the batch.
         """
@@ -53,19 +74,18 @@ class BatchSettlement:
                 f"call id {outcome.call_id!r} is not one of this batch's calls "
                 f"({', '.join(repr(c) for c in self._ordinals) or 'none'})"
             )
-        record = self._builder.settle(
-            ordinal=ordinal,
-            call_id=outcome.call_id,
-            policy_tool_name=outcome.policy_tool_name,
-            tool_type=outcome.tool_type,
-            terminal_status=outcome.terminal_status,
-            execution_status=outcome.execution_status,
-            execution_error_type=outcome.execution_error_type,
-            provider_duplicate=self.is_provider_duplicate(outcome.call_id),
-        )
-        if record is not None:
-            self._outcomes[ordinal] = outcome
-        return record
+        outcomes = self._outcomes
+        if self._closed or outcomes[ordinal] is not None:
+            self._dropped += 1
+            return None
+        outcomes[ordinal] = outcome
+        self._settled += 1
+        if (
+            outcome.execution_error_type == TOOL_CALL_CAP_SKIPPED
+            and outcome.execution_status == "not_started"
+        ):
+            self._skipped += 1
+        return outcome
 
     def outcomes(self) -> list[CallOutcome | None]:
         """Every call's outcome in the model's order; None where none was seen."""
@@ -86,27 +106,46 @@ class BatchSettlement:
     def executed(self) -> int:
         """Calls that were neither provider duplicates nor skipped past the cap (what the
         tool-call cap counts)."""
-        skipped = sum(
-            1
-            for outcome in self._outcomes
-            if outcome is not None
-            and outcome.execution_status == "not_started"
-            and outcome.execution_error_type == TOOL_CALL_CAP_SKIPPED
-        )
-        return len(self._admission.executable) - skipped
+        admission = self._admission
+        # The provider duplicates are ids among the (de-duplicated) calls.
+        return len(admission.calls) - len(admission.provider_duplicates) - self._skipped
 
     @property
     def dropped_frames(self) -> int:
-        return self._builder.dropped_frames
+        """Late duplicate outcomes that were refused."""
+        return self._dropped
 
     def is_complete(self) -> bool:
-        return self._builder.is_complete()
+        """Every admitted call has exactly one outcome."""
+        return self._settled == len(self._outcomes)
 
     def receipt(self) -> BatchReceipt:
-        """Close the batch (later outcomes are dropped) and return its narrow receipt."""
-        if self._receipt is None:
-            self._receipt = self._builder.build()
-        return self._receipt
+        """Close the batch (later outcomes are dropped) and return its narrow receipt.
+
+        Its observations are the settled outcomes in the model's order; it is complete
+        only when every call settled.
+        """
+        receipt = self._receipt
+        if receipt is None:
+            self._closed = True
+            duplicates = self._admission.provider_duplicates
+            receipt = self._receipt = BatchReceipt(
+                [
+                    Observation(
+                        call_id=outcome.call_id,
+                        terminal_status=outcome.terminal_status,
+                        execution_status=outcome.execution_status,
+                        execution_error_type=outcome.execution_error_type,
+                        policy_tool_name=outcome.policy_tool_name,
+                        tool_type=outcome.tool_type,
+                        provider_duplicate=outcome.call_id in duplicates,
+                    )
+                    for outcome in self._outcomes
+                    if outcome is not None
+                ],
+                complete=self._settled == len(self._outcomes),
+            )
+        return receipt
 
 
 def settle_all(admission: Admission, outcomes: Sequence[CallOutcome]) -> BatchSettlement:

@@ -151,7 +151,7 @@ class RepeatedToolFailureGuard:
     )
 
     def __init__(self, mode: GuardMode | str = GuardMode.SHADOW) -> None:
-        self._mode = GuardMode(mode)
+        self._mode = mode if type(mode) is GuardMode else GuardMode(mode)
         self._phase = _IDLE
         self._key: FailureKey | None = None
         self._failure_count = 0
@@ -184,6 +184,11 @@ class RepeatedToolFailureGuard:
     def batch_count(self) -> int:
         """Complete batches the current candidate's failures came in."""
         return self._batch_count
+
+    @property
+    def counts(self) -> tuple[int, int]:
+        """(:attr:`failure_count`, :attr:`batch_count`) in one read."""
+        return self._failure_count, self._batch_count
 
     @property
     def candidate_ordinal(self) -> int:

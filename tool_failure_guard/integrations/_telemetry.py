@@ -22,6 +22,7 @@ from tool_failure_guard.guard import DecisionKind, GuardMode
 from tool_failure_guard.telemetry.sink import (
     CallRecord,
     GuardTelemetry,
+    NullTelemetry,
     OutcomeTelemetry,
     PromptOutcome,
 )
@@ -73,7 +74,9 @@ def report_calls(
     batch_ordinal: int,
 ) -> None:
     """One settled-call record per call of ``batch`` whose outcome was seen."""
-    if not isinstance(telemetry, OutcomeTelemetry):
+    # The null sink (no telemetry configured) records nothing: build no record for it, and
+    # skip the runtime Protocol check, which costs more than the rest of this batch's report.
+    if type(telemetry) is NullTelemetry or not isinstance(telemetry, OutcomeTelemetry):
         return
     sink = telemetry
     for index, (call, outcome) in enumerate(zip(batch.calls, batch.outcomes(), strict=True)):

@@ -36,10 +36,9 @@ import contextlib
 import enum
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
-from jsonschema.protocols import Validator
 
 from tool_failure_guard.core.outcomes import CallOutcome, FunctionCall, error_type_of
 from tool_failure_guard.session.tools.builtin import (
@@ -52,6 +51,9 @@ from tool_failure_guard.session.tools.builtin import (
     schema_validator,
 )
 from tool_failure_guard.worker_threads import WorkerThreads
+
+if TYPE_CHECKING:
+    from jsonschema.protocols import Validator
 
 __all__ = [  # FunctionCall and CallOutcome live in the core; re-exported for existing imports
     "MAX_RESPONSE_CHARS",

@@ -22,16 +22,9 @@ that check safe with schemas from outside (an MCP server's ``inputSchema``):
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, Mapping
-from typing import Any
-
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError, ValidationError, best_match
-from jsonschema.protocols import Validator
-from jsonschema.validators import validator_for
-from jsonschema_specifications import REGISTRY as META_SCHEMAS
-from referencing import Registry
-from referencing.jsonschema import DRAFT202012, specification_with
+from typing import TYPE_CHECKING, Any
 
 from tool_failure_guard.session.tools.schema_patterns import (
     CheckTimedOut,
@@ -40,14 +33,34 @@ from tool_failure_guard.session.tools.schema_patterns import (
     pattern_problem,
 )
 
+if TYPE_CHECKING:
+    from jsonschema.exceptions import ValidationError
+    from jsonschema.protocols import Validator
+    from referencing import Registry
+
+# jsonschema (with referencing and the meta-schemas) is imported at the first check or
+# schema registration, not with the agent: a scripted session that never calls a tool
+# never loads it, and the agent answers ``initialize`` without it.
+
 
 class InvalidToolParams(Exception):
     """The model's arguments do not fit the tool's schema; nothing was executed."""
 
 
-#: The meta-schemas only, and no retrieval (a ``referencing`` registry's default): any
-#: other ``$ref`` outside the schema is unresolvable, never fetched.
-OFFLINE_REGISTRY: Registry[Any] = META_SCHEMAS
+@functools.cache
+def offline_registry() -> Registry[Any]:
+    """The meta-schemas only, and no retrieval (a ``referencing`` registry's default): any
+    other ``$ref`` outside the schema is unresolvable, never fetched."""
+    from jsonschema_specifications import REGISTRY as META_SCHEMAS
+
+    registry: Registry[Any] = META_SCHEMAS
+    return registry
+
+
+def __getattr__(name: str) -> Any:
+    if name == "OFFLINE_REGISTRY":  # the name this module exported before the lazy import
+        return offline_registry()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def schema_validator(schema: Mapping[str, Any]) -> Validator:
@@ -56,9 +69,12 @@ def schema_validator(schema: Mapping[str, Any]) -> Validator:
     A malformed schema raises :class:`jsonschema.exceptions.SchemaError` here:
     built-in schemas are checked by the tests, MCP schemas when registered.
     """
+    from jsonschema import Draft202012Validator
+    from jsonschema.validators import validator_for
+
     cls = validator_for(schema, default=Draft202012Validator)
     cls.check_schema(dict(schema))
-    validator: Validator = bounded_validator_class(cls)(schema, registry=OFFLINE_REGISTRY)
+    validator: Validator = bounded_validator_class(cls)(schema, registry=offline_registry())
     return validator
 
 
@@ -84,6 +100,9 @@ def schema_problem(schema: Mapping[str, Any]) -> str | None:
     checking an empty object fails with something other than a verdict (a
     ``$ref`` cycle recursing forever).
     """
+    from jsonschema.exceptions import SchemaError, best_match
+    from referencing.jsonschema import DRAFT202012, specification_with
+
     try:
         validator = schema_validator(schema)
     except SchemaError as exc:
@@ -99,7 +118,7 @@ def schema_problem(schema: Mapping[str, Any]) -> str | None:
     )
     resource = specification.create_resource(dict(schema))
     base = resource.id() or ""
-    resolver = OFFLINE_REGISTRY.with_resource(base, resource).resolver(base_uri=base)
+    resolver = offline_registry().with_resource(base, resource).resolver(base_uri=base)
     for ref in _refs(schema):
         try:
             resolver.lookup(ref)
@@ -162,6 +181,8 @@ def check_arguments(validator: Validator, args: Any) -> dict[str, Any]:
     """Check ``args`` against a tool's schema or raise :class:`InvalidToolParams`."""
     if not isinstance(args, Mapping):
         raise InvalidToolParams(f"the arguments must be a JSON object, got {_json_type(args)}")
+    from jsonschema.exceptions import best_match
+
     data = dict(args)
     try:
         with deadline():

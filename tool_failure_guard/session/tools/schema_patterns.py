@@ -25,12 +25,12 @@ import contextlib
 import contextvars
 import time
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import regex
-from jsonschema.exceptions import ValidationError
-from jsonschema.protocols import Validator
-from jsonschema.validators import extend
+if TYPE_CHECKING:
+    from jsonschema.protocols import Validator
+# jsonschema and regex are imported where a validator is made, a pattern matched or a
+# violation reported (see schema_check: not with the agent).
 
 #: Seconds one call's arguments may take to check (a real check takes microseconds).
 CHECK_BUDGET_S = 1.0
@@ -66,6 +66,8 @@ def _remaining() -> float:
 
 def search(pattern: str, text: str) -> bool:
     """Whether ``pattern`` matches somewhere in ``text``, within the check's deadline."""
+    import regex
+
     compiled = regex.compile(pattern)  # the engine caches compiled patterns
     try:
         return compiled.search(text, timeout=_remaining(), concurrent=True) is not None
@@ -78,6 +80,8 @@ def search(pattern: str, text: str) -> bool:
 
 def _pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Iterator[Any]:
     if validator.is_type(instance, "string") and not search(pattern, instance):
+        from jsonschema.exceptions import ValidationError
+
         yield ValidationError(f"the value does not match {pattern[:200]!r}")
 
 
@@ -115,6 +119,8 @@ def _additional_with_patterns(
         for key in extras:
             yield from validator.descend(instance[key], additional, path=key)
     elif additional is False and extras:
+        from jsonschema.exceptions import ValidationError
+
         names = ", ".join(repr(key[:80]) for key in sorted(extras))
         yield ValidationError(f"unexpected argument(s) {names}")
 
@@ -134,6 +140,8 @@ def bounded_validator_class(cls: type[Validator]) -> type[Validator]:
     """``cls`` with its regular expressions matched by :func:`search` and a deadline."""
     bounded = _BOUNDED.get(cls)
     if bounded is None:
+        from jsonschema.validators import extend
+
         keywords = dict(cls.VALIDATORS)
         if "pattern" in keywords:
             keywords["pattern"] = _pattern
@@ -163,6 +171,8 @@ def _walk(node: Any, depth: int = 0) -> Iterator[Mapping[str, Any]]:
 
 def pattern_problem(schema: Mapping[str, Any]) -> str | None:
     """Why the schema's regular expressions cannot be checked safely, or None."""
+    import regex
+
     nodes = list(_walk(schema))
     patterns: list[str] = []
     for node in nodes:
