@@ -39,7 +39,7 @@ from tool_failure_guard.guard import (
 
 QUIET = InputBoundary()
 #: This module's import name (also under ``python -m``), for the callgrind child.
-_MODULE = __spec__.name if __spec__ is not None else "tool_failure_guard.bench_core"
+_MODULE = __spec__.name if __spec__ is not None else "tool_failure_guard.commands.bench_core"
 CALLS_PER_BATCH = 4
 
 
