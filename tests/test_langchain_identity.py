@@ -23,6 +23,7 @@ from langchain_harness import guarded_run, replies
 from openai_server import FakeOpenAI, Reply, call, serve
 from telemetry_harness import Harness
 
+from tool_failure_guard.core import LOOP_INVALID_TOOL_PARAMS
 from tool_failure_guard.guard import REPEATED_TOOL_FAILURE_REMINDER
 from tool_failure_guard.integrations.langchain import (
     LOGGER,
@@ -35,7 +36,7 @@ FAIL = ("read_file", {"path": "missing.txt"})
 LIST_OK = ("list_directory", {"path": "."})
 
 
-def id_less(*batches: list[tuple[str, dict[str, Any]]]) -> list[Reply]:
+def id_less(*batches: list[tuple[str, Any]]) -> list[Reply]:
     """Like :func:`replies`, every call without an id."""
     answers = [Reply(calls=tuple(call("", name, args) for name, args in b)) for b in batches]
     return [*answers, Reply(text="Done.")]
@@ -157,3 +158,15 @@ def test_a_guard_that_observes_nothing_says_so_during_the_run(workspace: Path) -
     report = report_of(state)
     assert report is not None and (report.tool_calls, report.observed) == (6, 0)
     assert not any(isinstance(m, SystemMessage) for m in state["messages"])
+
+
+@pytest.mark.parametrize("with_ids", [True, False], ids=["ids", "id-less"])
+def test_calls_whose_arguments_are_not_json_are_settled_at_admission(
+    with_ids: bool, workspace: Path
+) -> None:
+    """The ``AIMessage``'s ``invalid_tool_calls`` never reach the tools node."""
+    batch: list[tuple[str, Any]] = [("read_file", '{"path": '), LIST_OK]
+    answers = replies(batch, batch, batch) if with_ids else id_less(batch, batch, batch)
+    ran = guarded_run(answers, behaviour_tools(workspace))
+    assert ran.stop is not None and ran.stop.loop_type == LOOP_INVALID_TOOL_PARAMS
+    assert (ran.report.batches, ran.report.tool_calls, ran.report.observed) == (3, 6, 6)

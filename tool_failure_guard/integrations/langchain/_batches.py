@@ -72,15 +72,15 @@ def _admit(run: GuardedRun, messages: list[BaseMessage], at: int, message: AIMes
     run.model_response([*calls, *map(decided_call, human), *invalid], message.usage_metadata)
     for answer in human:  # never run: a human refused it, or answered in its place
         settle_human_answer(run, answer)
-    for item in invalid:  # the tools node never runs these: settled here
-        call = run.claim(item, str(item.get("id") or ""), str(item.get("name") or ""))
+    for sent in invalid:  # the tools node never runs these: settled here
+        call = run.claim_admitted(sent, sent)
         if call is not None:
             run.record(call.call_id, invalid_arguments(call, call.arguments_error or ""))
 
 
 def settle_human_answer(run: GuardedRun, answer: ToolMessage) -> None:
     """``answer`` is a human's in the tool's place: its call never runs (unless seen)."""
-    call = run.claim(answer, answer.tool_call_id, str(answer.name or ""))
+    call = run.claim_admitted(answer, decided_call(answer))
     if call is not None:
         run.record_if_missing(call, _human_rejected)
 

@@ -24,6 +24,7 @@ of each such hook; a wrapper runs inside the model and tools nodes).
 
 from __future__ import annotations
 
+import inspect
 import threading
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
@@ -314,6 +315,15 @@ class RepeatedToolFailureMiddleware(AgentMiddleware[GuardState, Any]):
         if request.tool is None:
             return probe, request
         return probe, request.override(tool=self._observed.observed(request.tool))
+
+
+# ``create_agent`` wraps every ``wrap_*`` hook in LangSmith's ``traceable``, which asks
+# ``inspect.signature`` of the bound hook on every call, traced or not (issue 26: the
+# guard's cost per call).  The hooks' signatures are fixed: computed once, here.
+for _hook in ("wrap_model_call", "awrap_model_call", "wrap_tool_call", "awrap_tool_call"):
+    _function = getattr(RepeatedToolFailureMiddleware, _hook)
+    _function.__signature__ = inspect.signature(_function)
+del _hook, _function
 
 
 def _settle(

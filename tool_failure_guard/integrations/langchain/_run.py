@@ -26,6 +26,8 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import attrs
+
 from tool_failure_guard.core import (
     DEFAULT_TOOL_CALL_CAP,
     LOOP_REPEATED_TOOL_FAILURE,
@@ -68,6 +70,8 @@ class GuardedRun:
         self.run_id = uuid.uuid4().hex
         self.protection = PromptProtection(mode, tool_call_cap=tool_call_cap)
         self.telemetry: GuardTelemetry = telemetry if telemetry is not None else NullTelemetry()
+        #: no sink given: no record is built at all (issue 26: the guard's cost per call)
+        self._reporting = telemetry is not None
         self.tool_call_cap = tool_call_cap
         self._clock = clock
         self._started = clock()
@@ -123,6 +127,17 @@ class GuardedRun:
         first unclaimed id-less call of its name, with its arguments if one
         has them; ``token`` keeps its claim for the rest of the batch.
         """
+        return self._claim(token, call_id, lambda call: call.name == name, args)
+
+    def claim_admitted(self, token: object, sent: FunctionCall) -> FunctionCall | None:
+        """The admitted call of ``sent`` (one the adapter built itself): the same but its id."""
+        return self._claim(
+            token, sent.call_id, lambda call: attrs.evolve(call, call_id="") == sent, sent.args
+        )
+
+    def _claim(
+        self, token: object, call_id: str, same_call: Callable[[FunctionCall], bool], args: Any
+    ) -> FunctionCall | None:
         with self._lock:
             if call_id:
                 return self._calls.get(call_id)
@@ -130,7 +145,7 @@ class GuardedRun:
             held = self._claims.get(key)
             if held is not None and (isinstance(key, str) or held[0] is token):
                 return held[1]
-            named = [call for call in self._blank if call.name == name]
+            named = [call for call in self._blank if same_call(call)]
             same = [call for call in named if call.args == args]
             found = same[0] if same else named[0] if named else None
             if found is not None:
@@ -186,11 +201,14 @@ class GuardedRun:
             outcome = outcomes.get(call.call_id)
             if outcome is not None and batch.settle(outcome) is not None:
                 self.observed += 1
-                _telemetry.report_settled(LOGGER, self.telemetry, outcome)
+                if self._reporting:
+                    _telemetry.report_settled(LOGGER, self.telemetry, outcome)
         if batch.admission.executable and not self.observed:
             self._warn_fail_open()
         action = self.protection.after_batch(batch)
         self._decided(action)
+        if not self._reporting:
+            return action
         _telemetry.report_batch(
             LOGGER,
             self.telemetry,
@@ -257,6 +275,8 @@ class GuardedRun:
         self.finished = True
         if self.tool_calls and not self.observed:
             self._warn_fail_open()
+        if not self._reporting:
+            return
         _telemetry.report_prompt_only_outcome(
             LOGGER,
             self.telemetry,
