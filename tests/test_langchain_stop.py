@@ -18,12 +18,13 @@ import pytest
 from hosts.langchain import WAYS, ErrorsToModel, Way, behaviour_tools, make_agent, run
 from langchain.agents.middleware.tool_call_limit import ToolCallLimitExceededError
 from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.tools import StructuredTool
 from langchain_harness import replies
 from langgraph.checkpoint.memory import InMemorySaver
 from openai_server import FakeOpenAI, serve
 from telemetry_harness import Harness
 
-from tool_failure_guard.core import LOOP_REPEATED_TOOL_FAILURE
+from tool_failure_guard.core import LOOP_REPEATED_TOOL_FAILURE, LOOP_TOOL_CALL_CAP
 from tool_failure_guard.core.actions import shown_text
 from tool_failure_guard.guard import REPEATED_TOOL_FAILURE_STOP_MESSAGE, FailureKey
 from tool_failure_guard.integrations import _api
@@ -139,3 +140,23 @@ def test_the_error_pickles_with_its_stop_and_report(workspace: Path) -> None:
         raised.value.report,
         12,
     )
+
+
+def test_calls_past_the_tool_call_cap_never_run_and_the_cap_stops_the_run() -> None:
+    ran: list[str] = []
+
+    def note(text: str) -> str:
+        """Write a note."""
+        ran.append(text)
+        return "noted"
+
+    batch = [("note", {"text": f"n{i}"}) for i in range(4)]
+    guard = RepeatedToolFailureMiddleware(mode="shadow", tool_call_cap=5)
+    with serve(FakeOpenAI(replies(batch, batch, batch))) as fake:
+        agent = make_agent(fake.base_url, [StructuredTool.from_function(note)], guard)
+        with pytest.raises(ProtectionStopped) as raised:  # the cap stops in every mode
+            run(agent, "go")
+        requests = len(fake.requests)
+    assert raised.value.loop_type == LOOP_TOOL_CALL_CAP and raised.value.key is None
+    assert len(ran) == 5 and requests == 2  # four, then one of the second batch's four
+    assert raised.value.report.tool_calls == 8 and raised.value.report.observed == 8
