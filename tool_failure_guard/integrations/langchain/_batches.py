@@ -41,9 +41,11 @@ def last_ai_message(messages: list[BaseMessage]) -> tuple[int, AIMessage] | None
 def catch_up(run: GuardedRun, state: Any) -> list[BaseMessage]:
     """Admit the state's last ``AIMessage`` unless it was; the state's messages."""
     messages = messages_of(state)
+    last = last_ai_message(messages)
+    if last is None or _same(last[1], run.last_message):
+        return messages  # admitted already (every call of a batch but its first)
     with run.catch_up_lock:  # a batch's parallel calls all get here first
-        last = last_ai_message(messages)
-        if last is None or _same(last[1], run.last_message):
+        if _same(last[1], run.last_message):
             return messages
         at, message = last
         run.last_message = message

@@ -41,8 +41,7 @@ from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
-from tool_failure_guard.core import DEFAULT_TOOL_CALL_CAP, Action, Stop
-from tool_failure_guard.core.outcomes import skipped_by_cap
+from tool_failure_guard.core import DEFAULT_TOOL_CALL_CAP, Action, CallOutcome, FunctionCall, Stop
 from tool_failure_guard.guard import GuardMode
 from tool_failure_guard.integrations._api import StopBehaviour, stop_behaviour
 from tool_failure_guard.integrations.langchain._batches import (
@@ -52,7 +51,7 @@ from tool_failure_guard.integrations.langchain._batches import (
     settle_human_answers,
 )
 from tool_failure_guard.integrations.langchain._model_call import reminders_of, with_reminders
-from tool_failure_guard.integrations.langchain._observe import ObservedTools, Probe, probing
+from tool_failure_guard.integrations.langchain._observe import PROBE, ObservedTools, Probe
 from tool_failure_guard.integrations.langchain._outcomes import outcome_of
 from tool_failure_guard.integrations.langchain._report import (
     REPORT_KEY,
@@ -248,26 +247,6 @@ class RepeatedToolFailureMiddleware(AgentMiddleware[GuardState, Any]):
 
     # -- tool calls -------------------------------------------------------------------
 
-    def _answered(self, run: GuardedRun, request: ToolCallRequest) -> ToolMessage | None:
-        """The guard's own answer in the tool's place (a replay, a call past the cap)."""
-        tool_call = request.tool_call
-        call_id = str(tool_call.get("id") or "")
-        if run.is_replay(call_id):
-            outcome = run.record_replay(call_id)
-            text = outcome.output if outcome is not None else ""
-        else:
-            call = run.claim(
-                tool_call, call_id, str(tool_call.get("name") or ""), tool_call.get("args")
-            )
-            if call is None or not run.is_over_cap(call):
-                return None
-            outcome = skipped_by_cap(call)
-            run.record(call.call_id, outcome)
-            text = outcome.output
-        return ToolMessage(
-            content=text, name=tool_call.get("name"), tool_call_id=call_id, status="error"
-        )
-
     def wrap_tool_call(
         self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], ToolResult]
     ) -> ToolResult:
@@ -275,17 +254,19 @@ class RepeatedToolFailureMiddleware(AgentMiddleware[GuardState, Any]):
         if run is None:
             return handler(request)
         catch_up(run, request.state)
-        answer = self._answered(run, request)
-        if answer is not None:
-            return answer
-        probe, observed = self._observing(request)
-        with probing(probe):
-            try:
-                result = handler(observed)
-            except BaseException as error:
-                _settle(run, request, probe, error=error)
-                raise
-        _settle(run, request, probe, result=result)
+        call, answered = run.tool_call(request.tool_call)
+        if answered is not None:
+            return _answer(request, answered)
+        probe = Probe()
+        token = PROBE.set(probe)
+        try:
+            result = handler(self._observing(request))
+        except BaseException as error:
+            _settle(run, call, request, probe, error=error)
+            raise
+        finally:
+            PROBE.reset(token)
+        _settle(run, call, request, probe, result=result)
         return result
 
     async def awrap_tool_call(
@@ -297,24 +278,36 @@ class RepeatedToolFailureMiddleware(AgentMiddleware[GuardState, Any]):
         if run is None:
             return await handler(request)
         catch_up(run, request.state)
-        answer = self._answered(run, request)
-        if answer is not None:
-            return answer
-        probe, observed = self._observing(request)
-        with probing(probe):
-            try:
-                result = await handler(observed)
-            except BaseException as error:
-                _settle(run, request, probe, error=error)
-                raise
-        _settle(run, request, probe, result=result)
+        call, answered = run.tool_call(request.tool_call)
+        if answered is not None:
+            return _answer(request, answered)
+        probe = Probe()
+        token = PROBE.set(probe)
+        try:
+            result = await handler(self._observing(request))
+        except BaseException as error:
+            _settle(run, call, request, probe, error=error)
+            raise
+        finally:
+            PROBE.reset(token)
+        _settle(run, call, request, probe, result=result)
         return result
 
-    def _observing(self, request: ToolCallRequest) -> tuple[Probe, ToolCallRequest]:
-        probe = Probe()
+    def _observing(self, request: ToolCallRequest) -> ToolCallRequest:
+        """``request`` with the observed copy of its tool (:mod:`._observe`)."""
         if request.tool is None:
-            return probe, request
-        return probe, request.override(tool=self._observed.observed(request.tool))
+            return request
+        return request.override(tool=self._observed.observed(request.tool))
+
+
+def _answer(request: ToolCallRequest, outcome: CallOutcome) -> ToolMessage:
+    """The guard's answer in the tool's place: the call never runs."""
+    return ToolMessage(
+        content=outcome.output,
+        name=request.tool_call.get("name"),
+        tool_call_id=str(request.tool_call.get("id") or ""),
+        status="error",
+    )
 
 
 # ``create_agent`` wraps every ``wrap_*`` hook in LangSmith's ``traceable``, which asks
@@ -328,6 +321,7 @@ del _hook, _function
 
 def _settle(
     run: GuardedRun,
+    call: FunctionCall | None,
     request: ToolCallRequest,
     probe: Probe,
     *,
@@ -335,11 +329,6 @@ def _settle(
     error: BaseException | None = None,
 ) -> None:
     try:
-        tool_call = request.tool_call
-        call_id = str(tool_call.get("id") or "")
-        call = run.claim(
-            tool_call, call_id, str(tool_call.get("name") or ""), tool_call.get("args")
-        )
         if call is None:
             return  # not one of the open batch's calls (a middleware's own tool call)
         outcome = outcome_of(

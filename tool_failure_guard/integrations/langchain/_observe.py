@@ -13,7 +13,7 @@ original tool is never changed; what the model is told is never changed.
 The copy is made once per tool (:class:`ObservedTools`, a bounded cache kept
 by the middleware; a tool whose fields changed since gets a fresh copy), not
 once per call: which call an invocation belongs to is the :class:`Probe` that
-``wrap_tool_call`` puts in a context variable (:func:`probing`) for the time
+``wrap_tool_call`` puts in a context variable (:data:`PROBE`) for the time
 of its handler.  LangGraph's tools node runs each call's wrapper chain and the
 tool in one context (a thread-pool task or an asyncio task of its own), so
 parallel calls never see each other's probe; an invocation outside any
@@ -24,8 +24,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from contextvars import ContextVar
 from typing import Any
 
@@ -57,28 +56,19 @@ class Probe:
         self.attempts.clear()
 
 
-#: The probe of the guarded call whose handler is running in this context.
-_PROBE: ContextVar[Probe | None] = ContextVar("tool_failure_guard_langchain_probe", default=None)
-
-
-@contextmanager
-def probing(probe: Probe) -> Iterator[Probe]:
-    """``probe`` records the invocations of observed tools while the block runs."""
-    token = _PROBE.set(probe)
-    try:
-        yield probe
-    finally:
-        _PROBE.reset(token)
+#: The probe of the guarded call whose handler is running in this context (set and
+#: reset by ``wrap_tool_call`` around its handler).
+PROBE: ContextVar[Probe | None] = ContextVar("tool_failure_guard_langchain_probe", default=None)
 
 
 def _noting(exc: BaseException) -> None:
-    probe = _PROBE.get()
+    probe = PROBE.get()
     if probe is not None and probe.attempts:
         probe.attempts[-1].exception = exc
 
 
 def _begin() -> Attempt | None:
-    probe = _PROBE.get()
+    probe = PROBE.get()
     if probe is None:
         return None
     attempt = Attempt()

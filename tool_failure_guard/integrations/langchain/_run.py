@@ -40,6 +40,7 @@ from tool_failure_guard.core import (
     Stop,
 )
 from tool_failure_guard.core.actions import shown_text
+from tool_failure_guard.core.outcomes import skipped_by_cap
 from tool_failure_guard.guard import DecisionKind, GuardMode
 from tool_failure_guard.integrations import _telemetry
 from tool_failure_guard.integrations._api import ActionLog, GuardStop, RunReport
@@ -118,51 +119,53 @@ class GuardedRun:
             self._claims = {}
         self.tool_calls += len(admission.executable)
 
-    def claim(
-        self, token: object, call_id: str, name: str, args: Any = None
-    ) -> FunctionCall | None:
-        """The open batch's call that ``token`` (a tool call, an answer) is; None: not one.
-
-        A call with an id is found by it.  One sent without an id claims the
-        first unclaimed id-less call of its name, with its arguments if one
-        has them; ``token`` keeps its claim for the rest of the batch.
-        """
-        return self._claim(token, call_id, lambda call: call.name == name, args)
+    def tool_call(self, tool_call: Any) -> tuple[FunctionCall | None, CallOutcome | None]:
+        """The open batch's call a ``wrap_tool_call`` is (None: not one), and, when the call
+        must not run, the guard's own outcome for it (a provider replay, a call past the
+        tool-call cap), already recorded."""
+        call_id = str(tool_call.get("id") or "")
+        name = str(tool_call.get("name") or "")
+        with self._lock:
+            call = self._claim(tool_call, call_id, lambda c: c.name == name, tool_call.get("args"))
+            batch = self._batch
+            if call is None or batch is None:
+                return call, None
+            if batch.is_provider_duplicate(call.call_id):
+                outcome = replayed(call)
+            elif call.call_id in batch.admission.over_cap:
+                outcome = skipped_by_cap(call)
+            else:
+                return call, None
+            self._outcomes[call.call_id] = outcome
+            return call, outcome
 
     def claim_admitted(self, token: object, sent: FunctionCall) -> FunctionCall | None:
         """The admitted call of ``sent`` (one the adapter built itself): the same but its id."""
-        return self._claim(
-            token, sent.call_id, lambda call: attrs.evolve(call, call_id="") == sent, sent.args
-        )
+        with self._lock:
+            return self._claim(
+                token, sent.call_id, lambda call: attrs.evolve(call, call_id="") == sent, sent.args
+            )
 
     def _claim(
         self, token: object, call_id: str, same_call: Callable[[FunctionCall], bool], args: Any
     ) -> FunctionCall | None:
-        with self._lock:
-            if call_id:
-                return self._calls.get(call_id)
-            key = _claim_key(token)
-            held = self._claims.get(key)
-            if held is not None and (isinstance(key, str) or held[0] is token):
-                return held[1]
-            named = [call for call in self._blank if same_call(call)]
-            same = [call for call in named if call.args == args]
-            found = same[0] if same else named[0] if named else None
-            if found is not None:
-                self._blank.remove(found)
-                self._claims[key] = (token, found)
-            return found
-
-    def is_replay(self, call_id: str) -> bool:
-        with self._lock:
-            batch = self._batch
-            return batch is not None and batch.is_provider_duplicate(call_id)
-
-    def is_over_cap(self, call: FunctionCall) -> bool:
-        """``call`` is past the run's tool-call cap: it must never run."""
-        with self._lock:
-            batch = self._batch
-            return batch is not None and call.call_id in batch.admission.over_cap
+        """Under the lock: a call with an id is found by it.  One sent without an id claims
+        the first unclaimed id-less call like it, with its arguments if one has them;
+        ``token`` (the request's tool-call dict, an answer) keeps its claim for the batch,
+        so a retry of the same call is that call again."""
+        if call_id:
+            return self._calls.get(call_id)
+        key = _claim_key(token)
+        held = self._claims.get(key)
+        if held is not None and (isinstance(key, str) or held[0] is token):
+            return held[1]
+        named = [call for call in self._blank if same_call(call)]
+        same = [call for call in named if call.args == args]
+        found = same[0] if same else named[0] if named else None
+        if found is not None:
+            self._blank.remove(found)
+            self._claims[key] = (token, found)
+        return found
 
     def record(self, call_id: str, outcome: CallOutcome | None) -> None:
         """The latest outcome of ``call_id`` (a retried call's last attempt wins)."""
@@ -179,15 +182,6 @@ class GuardedRun:
         with self._lock:
             if call.call_id in self._calls and call.call_id not in self._outcomes:
                 self._outcomes[call.call_id] = outcome_of(call)
-
-    def record_replay(self, call_id: str) -> CallOutcome | None:
-        with self._lock:
-            call = self._calls.get(call_id)
-        if call is None:
-            return None
-        outcome = replayed(call)
-        self.record(call_id, outcome)
-        return outcome
 
     def close(self) -> Action | None:
         """The open batch is over (the next model call): settle what was seen, the core's action."""
