@@ -119,6 +119,8 @@ class RepeatedToolFailureMiddleware(AgentMiddleware[GuardState, Any]):
         self._unknown_warned = False
         self._observed = ObservedTools()
         self.tools = []
+        for name in _HOOKS:  # what create_agent wraps: see _plain_hook
+            setattr(self, name, _plain_hook(self, name))
 
     @property
     def mode(self) -> GuardMode:
@@ -311,12 +313,38 @@ def _answer(request: ToolCallRequest, outcome: CallOutcome) -> ToolMessage:
 
 
 # ``create_agent`` wraps every ``wrap_*`` hook in LangSmith's ``traceable``, which asks
-# ``inspect.signature`` of the bound hook on every call, traced or not (issue 26: the
-# guard's cost per call).  The hooks' signatures are fixed: computed once, here.
-for _hook in ("wrap_model_call", "awrap_model_call", "wrap_tool_call", "awrap_tool_call"):
-    _function = getattr(RepeatedToolFailureMiddleware, _hook)
-    _function.__signature__ = inspect.signature(_function)
-del _hook, _function
+# ``inspect.signature`` of the hook on every call, traced or not (issue 26: the guard's
+# cost per call).  Its cheapest case is a plain function carrying ``__signature__`` (a
+# bound method's is re-derived from its function's each time), so each instance gets its
+# hooks as such functions, calling the class's methods.
+_HOOKS = ("wrap_model_call", "awrap_model_call", "wrap_tool_call", "awrap_tool_call")
+
+
+def _without_self(function: Callable[..., Any]) -> inspect.Signature:
+    signature = inspect.signature(function)
+    return signature.replace(parameters=list(signature.parameters.values())[1:])
+
+
+_SIGNATURES = {name: _without_self(getattr(RepeatedToolFailureMiddleware, name)) for name in _HOOKS}
+
+
+def _plain_hook(middleware: RepeatedToolFailureMiddleware, name: str) -> Callable[..., Any]:
+    method = getattr(type(middleware), name)
+    hook: Callable[..., Any]
+    if inspect.iscoroutinefunction(method):
+
+        async def hook(request: Any, handler: Any) -> Any:
+            return await method(middleware, request, handler)
+
+    else:
+
+        def hook(request: Any, handler: Any) -> Any:
+            return method(middleware, request, handler)
+
+    named: Any = hook
+    named.__name__, named.__qualname__, named.__doc__ = name, method.__qualname__, method.__doc__
+    named.__signature__ = _SIGNATURES[name]
+    return hook
 
 
 def _settle(

@@ -22,6 +22,7 @@ guarded call (none set) is passed through unrecorded.
 
 from __future__ import annotations
 
+import operator
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -135,30 +136,35 @@ class ObservedTools:
     def __init__(self, limit: int = MAX_OBSERVED_TOOLS) -> None:
         self._limit = limit
         self._lock = threading.Lock()
-        #: id(tool) -> (the tool, its fields when copied, the copy); the tool is held, so
-        #: its id is not reused while the entry lives
-        self._copies: OrderedDict[int, tuple[BaseTool, dict[str, Any], BaseTool]] = OrderedDict()
+        #: id(tool) -> (the tool, its field names and values when copied, the copy); the
+        #: tool is held, so its id is not reused while the entry lives
+        self._copies: OrderedDict[int, _Entry] = OrderedDict()
 
     def observed(self, tool: BaseTool) -> BaseTool:
         key = id(tool)
         with self._lock:
             entry = self._copies.get(key)
-        if entry is not None and entry[0] is tool and _unchanged(entry[1], tool.__dict__):
-            return entry[2]
+        if entry is not None and entry[0] is tool and _unchanged(entry, tool.__dict__):
+            return entry[3]
         copy = observed_copy(tool)
+        fields = tool.__dict__
         with self._lock:
-            self._copies[key] = (tool, dict(tool.__dict__), copy)
+            self._copies[key] = (tool, tuple(fields), tuple(fields.values()), copy)
             self._copies.move_to_end(key)
             while len(self._copies) > self._limit:
                 self._copies.popitem(last=False)
         return copy
 
 
-def _unchanged(then: dict[str, Any], now: dict[str, Any]) -> bool:
-    """The tool's fields are the very objects they were when it was copied."""
-    if len(then) != len(now):
-        return False
-    return all(then.get(name, _MISSING) is value for name, value in now.items())
+_Entry = tuple[BaseTool, tuple[str, ...], tuple[Any, ...], BaseTool]
 
 
-_MISSING = object()
+def _unchanged(entry: _Entry, now: dict[str, Any]) -> bool:
+    """The tool's fields are the very objects they were when it was copied (checked on
+    every call, so in C: no Python frame per field)."""
+    _, names, values, _ = entry
+    return (
+        len(now) == len(names)
+        and all(map(operator.is_, names, now))
+        and all(map(operator.is_, values, now.values()))
+    )

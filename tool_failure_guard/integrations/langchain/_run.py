@@ -197,7 +197,7 @@ class GuardedRun:
                 self.observed += 1
                 if self._reporting:
                     _telemetry.report_settled(LOGGER, self.telemetry, outcome)
-        if batch.admission.executable and not self.observed:
+        if not self.observed and batch.admission.executable:
             self._warn_fail_open()
         action = self.protection.after_batch(batch)
         self._decided(action)
