@@ -143,8 +143,8 @@ def langchain(
         try:
             state = agent.invoke(state_in, config)
         except ProtectionStopped as stopped:  # the default on_stop: every batch was asked
-            report = stopped.report
-            return Ran(batches=report.batches, guarded=report.batches, stopped=True)
+            done = stopped.report.batches
+            return Ran(batches=done, guarded=done, stopped=True)
         asked = sum(1 for m in state["messages"] if isinstance(m, AIMessage) and m.tool_calls)
         report = RepeatedToolFailureMiddleware.report_of(state)
         return Ran(
