@@ -27,7 +27,10 @@ from langchain.agents import create_agent
 from langchain_core.tools import StructuredTool, ToolException
 from langchain_openai import ChatOpenAI
 
-from tool_failure_guard.integrations.langchain import RepeatedToolFailureMiddleware  # guard
+from tool_failure_guard.integrations.langchain import (  # guard
+    ProtectionStopped,
+    RepeatedToolFailureMiddleware,
+)
 
 
 class FileMissing(ToolException):
@@ -72,17 +75,18 @@ def main(argv: list[str] | None = None) -> int:
     )
     request: dict[str, Any] = {"messages": [{"role": "user", "content": args.prompt}]}
     config: dict[str, Any] = {"recursion_limit": 60}
-    if args.stream:
-        state: dict[str, Any] = {}
-        for state in agent.stream(request, config, stream_mode="values"):  # noqa: B007
-            pass
-    else:
-        state = agent.invoke(request, config)
-    print(state["messages"][-1].content)
-    stop = RepeatedToolFailureMiddleware.stop_of(state)  # guard: the typed stop signal
-    if stop is not None:
-        print(f"[stopped by the guard: {stop.loop_type}]", file=sys.stderr)
+    try:
+        if args.stream:
+            state: dict[str, Any] = {}
+            for state in agent.stream(request, config, stream_mode="values"):  # noqa: B007
+                pass
+        else:
+            state = agent.invoke(request, config)
+    except ProtectionStopped as stopped:  # guard: the typed stop (on_stop="error", the default)
+        print(stopped.stop.notice)
+        print(f"[stopped by the guard: {stopped.loop_type}]", file=sys.stderr)
         return 3
+    print(state["messages"][-1].content)
     return 0
 
 

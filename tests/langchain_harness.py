@@ -48,13 +48,19 @@ def guarded_run(
     tools: Sequence[Any],
     *,
     mode: str = "enforce",
+    on_stop: str = "end",
     way: Way = "invoke",
     guard: RepeatedToolFailureMiddleware | None = None,
     inner: Sequence[Any] = (),
     **options: Any,
 ) -> Ran:
-    """One run of a guarded ``create_agent`` agent against the scripted 127.0.0.1 server."""
-    guard = guard if guard is not None else RepeatedToolFailureMiddleware(mode=mode)
+    """One run of a guarded ``create_agent`` agent against the scripted 127.0.0.1 server.
+
+    The stop ends the run with its text (``on_stop="end"``) unless told otherwise,
+    so the final state can be read; ``tests/test_langchain_stop.py`` has the default.
+    """
+    if guard is None:
+        guard = RepeatedToolFailureMiddleware(mode=mode, on_stop=on_stop)  # type: ignore[arg-type]
     with serve(FakeOpenAI(answers)) as fake:
         agent = make_agent(fake.base_url, tools, guard, inner=inner, **options)
         state = run(agent, "go", way)

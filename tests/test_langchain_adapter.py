@@ -43,13 +43,13 @@ from pydantic import BaseModel
 from telemetry_harness import Harness
 
 from tool_failure_guard.core import LOOP_INVALID_TOOL_PARAMS, LOOP_REPEATED_TOOL_FAILURE
-from tool_failure_guard.guard import (
-    REPEATED_TOOL_FAILURE_REMINDER,
-    REPEATED_TOOL_FAILURE_STOP_MESSAGE,
-)
+from tool_failure_guard.core.actions import shown_text
+from tool_failure_guard.guard import REPEATED_TOOL_FAILURE_REMINDER
+from tool_failure_guard.guard import REPEATED_TOOL_FAILURE_STOP_MESSAGE as STOP_MESSAGE
 from tool_failure_guard.integrations.langchain import (
     ROUTE,
     GuardStop,
+    ProtectionStopped,
     RepeatedToolFailureMiddleware,
 )
 from tool_failure_guard.telemetry import sink as telemetry
@@ -98,8 +98,8 @@ def test_every_way_to_run_is_guarded_and_ends_with_the_typed_stop(
     stop = ran.stop
     assert isinstance(stop, GuardStop) and stop.loop_type == LOOP_REPEATED_TOOL_FAILURE
     last = ran.state["messages"][-1]
-    assert isinstance(last, AIMessage) and last.content == REPEATED_TOOL_FAILURE_STOP_MESSAGE
-    assert stop.notice == REPEATED_TOOL_FAILURE_STOP_MESSAGE
+    assert isinstance(last, AIMessage) and last.content == shown_text(STOP_MESSAGE)
+    assert stop.notice == shown_text(STOP_MESSAGE)
     # the settled results stay in the state, the stopping batch's included
     kept = [m.tool_call_id for m in ran.state["messages"] if isinstance(m, ToolMessage)]
     assert kept == [f"b{n}c{i}" for n in (1, 2, 3) for i in range(4)]
@@ -124,16 +124,17 @@ def test_parallel_calls_of_one_response_are_one_batch(way: Way, workspace: Path)
 
 
 def test_a_second_run_of_the_same_agent_starts_with_a_fresh_guard(workspace: Path) -> None:
-    guard = RepeatedToolFailureMiddleware(mode="enforce")
+    guard = RepeatedToolFailureMiddleware(mode="enforce")  # the first run's stop raises
     answers = [*replies(LOOP, LOOP, LOOP)[:3], *replies(LOOP)]
     with serve(FakeOpenAI(answers)) as fake:
         agent = make_agent(
             fake.base_url, behaviour_tools(workspace), guard, inner=[ErrorsToModel()]
         )
-        first = run(agent, "go")
+        with pytest.raises(ProtectionStopped) as first:
+            run(agent, "go")
         second = run(agent, "go again")
         requests = list(fake.requests)
-    assert RepeatedToolFailureMiddleware.stop_of(first) is not None
+    assert RepeatedToolFailureMiddleware.stop_of(first.value) is not None
     report = RepeatedToolFailureMiddleware.report_of(second)
     assert report is not None and report.stop is None
     assert report.decisions == ("tracked",)
@@ -144,7 +145,7 @@ def test_a_second_run_of_the_same_agent_starts_with_a_fresh_guard(workspace: Pat
 @pytest.mark.parametrize("handle", [True, "the fetch failed", lambda e: f"handled: {e}"])
 def test_a_tool_with_its_own_error_handler_is_still_observed_and_typed(handle: Any) -> None:
     harness = Harness()
-    guard = RepeatedToolFailureMiddleware(mode="enforce", telemetry=harness.sink)
+    guard = RepeatedToolFailureMiddleware(mode="enforce", telemetry=harness.sink, on_stop="end")
     ran = guarded_run(replies(FETCH, FETCH, FETCH), [fetch_tool(handle)], guard=guard)
     assert ran.decisions == ("tracked", "warn", "stop")
     assert ran.stop is not None and ran.stop.loop_type == LOOP_REPEATED_TOOL_FAILURE
@@ -165,7 +166,7 @@ def test_invalid_arguments_are_never_counted_with_or_without_the_tools_handler(
     tools = behaviour_tools(workspace)
     tools[0] = tools[0].model_copy(update={"handle_validation_error": True})
     harness = Harness()
-    guard = RepeatedToolFailureMiddleware(mode="enforce", telemetry=harness.sink)
+    guard = RepeatedToolFailureMiddleware(mode="enforce", telemetry=harness.sink, on_stop="end")
     ran = guarded_run(
         replies(LOOP, [*LOOP, INVALID], LOOP, LOOP, LOOP),
         tools,
@@ -213,7 +214,7 @@ def test_a_replayed_call_id_is_never_run_again(tmp_path: Path) -> None:
 
 def test_telemetry_goes_through_the_agents_sinks_with_route_langchain(workspace: Path) -> None:
     harness = Harness()
-    guard = RepeatedToolFailureMiddleware(mode="enforce", telemetry=harness.sink)
+    guard = RepeatedToolFailureMiddleware(mode="enforce", telemetry=harness.sink, on_stop="end")
     guarded_run(replies(LOOP, LOOP, LOOP), behaviour_tools(workspace), guard=guard,
                 inner=[ErrorsToModel()])  # fmt: skip
     assert ROUTE == "langchain" and ROUTE in telemetry.GUARD_ROUTES
@@ -321,7 +322,7 @@ class _BrokenSink:
 
 
 def test_a_failing_telemetry_sink_changes_nothing(workspace: Path) -> None:
-    guard = RepeatedToolFailureMiddleware(mode="enforce", telemetry=_BrokenSink())  # type: ignore[arg-type]
+    guard = RepeatedToolFailureMiddleware(mode="enforce", telemetry=_BrokenSink(), on_stop="end")  # type: ignore[arg-type]
     ran = guarded_run(
         replies(LOOP, LOOP, LOOP), behaviour_tools(workspace), guard=guard, inner=[ErrorsToModel()]
     )
@@ -373,7 +374,7 @@ def test_a_rejected_approval_is_cancelled_and_never_counted(
 
     tools = [*behaviour_tools(workspace), StructuredTool.from_function(write_file)]
     harness = Harness()
-    guard = RepeatedToolFailureMiddleware(mode="enforce", telemetry=harness.sink)
+    guard = RepeatedToolFailureMiddleware(mode="enforce", telemetry=harness.sink, on_stop="end")
     hitl = HumanInTheLoopMiddleware(interrupt_on={"write_file": True})
     order = [guard, ErrorsToModel(), hitl] if guard_first else [hitl, guard, ErrorsToModel()]
     write = ("write_file", {"path": "out.txt", "content": "x"})

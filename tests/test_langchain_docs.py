@@ -17,6 +17,7 @@ import pytest
 from example_runner import reading, run_root_example
 from openai_server import FakeOpenAI, Reply, call, serve
 
+from tool_failure_guard.core.actions import shown_text
 from tool_failure_guard.guard import (
     REPEATED_TOOL_FAILURE_REMINDER,
     REPEATED_TOOL_FAILURE_STOP_MESSAGE,
@@ -77,7 +78,7 @@ def test_the_example_is_stopped_by_the_guard_on_a_failing_loop(tmp_path: Path) -
     with serve(fake):
         done = _example(fake, tmp_path, "Summarise missing.md")
     assert done.returncode == 3, done.stderr
-    assert done.stdout.strip() == REPEATED_TOOL_FAILURE_STOP_MESSAGE
+    assert done.stdout.strip() == shown_text(REPEATED_TOOL_FAILURE_STOP_MESSAGE)
     assert "[stopped by the guard: repeated_tool_execution_failure]" in done.stderr
     assert len(fake.requests) == 3
     assert fake.count_in(2, REPEATED_TOOL_FAILURE_REMINDER) == 1
@@ -110,7 +111,10 @@ def test_tool_error_middleware_after_the_guard_sends_failures_to_the_model(
     from langchain.agents.middleware import ToolErrorMiddleware
     from readme_frameworks import LOOP_TYPE, looping
 
-    from tool_failure_guard.integrations.langchain import RepeatedToolFailureMiddleware
+    from tool_failure_guard.integrations.langchain import (
+        ProtectionStopped,
+        RepeatedToolFailureMiddleware,
+    )
 
     assert (
         "`ToolErrorMiddleware(on_error=...)` *after* `RepeatedToolFailureMiddleware`"
@@ -124,7 +128,11 @@ def test_tool_error_middleware_after_the_guard_sends_failures_to_the_model(
     def run(url: str) -> dict[str, Any]:
         middleware = [RepeatedToolFailureMiddleware(), ToolErrorMiddleware(on_error=on_error)]
         agent = create_agent(chat_model(url), behaviour_tools(tmp_path), middleware=middleware)
-        return {"result": agent.invoke({"messages": [{"role": "user", "content": "go"}]})}
+        try:
+            agent.invoke({"messages": [{"role": "user", "content": "go"}]})
+        except ProtectionStopped as stopped:
+            return {"result": stopped}
+        return {"result": None}
 
     fake, done = looping(run)
     stop = RepeatedToolFailureMiddleware.stop_of(done["result"])

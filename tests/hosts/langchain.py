@@ -21,9 +21,13 @@ from langchain.agents.middleware import AgentMiddleware
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool, tool
 from langchain_openai import ChatOpenAI
+from langgraph.checkpoint.memory import InMemorySaver
 
 from tool_failure_guard.guard import GuardMode
-from tool_failure_guard.integrations.langchain import RepeatedToolFailureMiddleware
+from tool_failure_guard.integrations.langchain import (
+    ProtectionStopped,
+    RepeatedToolFailureMiddleware,
+)
 
 os.environ["LANGSMITH_TRACING"] = "false"
 os.environ.pop("LANGCHAIN_TRACING_V2", None)
@@ -130,7 +134,11 @@ def final_text(state: dict[str, Any]) -> str:
 
 
 class LangChainDriver:
-    """Runs one scenario as one ``invoke`` of a guarded ``create_agent`` agent."""
+    """Runs one scenario as one ``invoke`` of a guarded ``create_agent`` agent.
+
+    The stop is the default one (``on_stop="error"``): the run raises
+    ``ProtectionStopped``; the history it kept is the checkpointer's state.
+    """
 
     name = "langchain"
     capabilities: frozenset[str] = frozenset()
@@ -139,14 +147,30 @@ class LangChainDriver:
         self, scenario: Scenario, mode: GuardMode, *, base_url: str, workspace: Path, scratch: Path
     ) -> HostOutcome:
         guard = RepeatedToolFailureMiddleware(mode=mode)
-        agent = make_agent(base_url, behaviour_tools(workspace), guard, inner=[ErrorsToModel()])
-        state = run(agent, "go")
+        agent = make_agent(
+            base_url,
+            behaviour_tools(workspace),
+            guard,
+            inner=[ErrorsToModel()],
+            checkpointer=InMemorySaver(),
+        )
+        config: Any = {"configurable": {"thread_id": "behaviour"}, "recursion_limit": 100}
+        try:
+            state = dict(agent.invoke({"messages": [{"role": "user", "content": "go"}]}, config))
+        except ProtectionStopped as stopped:
+            kept = dict(agent.get_state(config).values)
+            return HostOutcome(
+                ended=STOPPED,
+                loop_type=stopped.loop_type,
+                output=stopped.stop.notice,
+                decisions=stopped.report.decisions,
+                kept_call_ids=kept_call_ids(kept),
+            )
         report = RepeatedToolFailureMiddleware.report_of(state)
-        assert report is not None
-        stop = report.stop
+        assert report is not None and report.stop is None
         return HostOutcome(
-            ended=STOPPED if stop is not None else COMPLETED,
-            loop_type=stop.loop_type if stop is not None else None,
+            ended=COMPLETED,
+            loop_type=None,
             output=final_text(state),
             decisions=report.decisions,
             kept_call_ids=kept_call_ids(state),

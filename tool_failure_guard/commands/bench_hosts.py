@@ -81,7 +81,10 @@ def langchain(
     from langchain_core.outputs import ChatGeneration, ChatResult
     from langchain_core.tools import StructuredTool, ToolException
 
-    from tool_failure_guard.integrations.langchain import RepeatedToolFailureMiddleware
+    from tool_failure_guard.integrations.langchain import (
+        ProtectionStopped,
+        RepeatedToolFailureMiddleware,
+    )
 
     _check(variant, transport)
 
@@ -137,7 +140,11 @@ def langchain(
     config: Any = {"recursion_limit": 4 * batches + 20}
 
     def run() -> Ran:
-        state = agent.invoke(state_in, config)
+        try:
+            state = agent.invoke(state_in, config)
+        except ProtectionStopped as stopped:  # the default on_stop: every batch was asked
+            done = stopped.report.batches
+            return Ran(batches=done, guarded=done, stopped=True)
         asked = sum(1 for m in state["messages"] if isinstance(m, AIMessage) and m.tool_calls)
         report = RepeatedToolFailureMiddleware.report_of(state)
         return Ran(

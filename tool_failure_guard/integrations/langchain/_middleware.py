@@ -5,28 +5,26 @@ The hooks, in the order ``create_agent`` runs them in one agent loop:
 - ``before_agent``: a fresh :class:`~._run.GuardedRun` for this run (one per
   ``invoke``/``ainvoke``/``stream``), its id kept in the run's state;
 - ``wrap_tool_call``: the first call of a new ``AIMessage`` admits its tool
-  calls as the next batch (by the core: a replayed call id is never run); each
-  call is observed at the tool itself (``._observe``) and at the end of the
-  handler chain, settled on its path (``._outcomes``);
+  calls as the next batch (:mod:`._batches`; by the core: a replayed call id
+  is never run, nor a call past the tool-call cap); each call is observed at
+  the tool itself (:mod:`._observe`) and at the end of the handler chain,
+  settled on its path (:mod:`._outcomes`);
 - ``wrap_model_call``: the tools node has put every ``ToolMessage`` of the
-  batch in state, so the batch is over (a batch no tool call reached, all of
-  its calls answered by a human say, is admitted here): the core's action is
-  applied.  The reminder goes into this request after the results and, before
-  the model's answer, into the state; the stop makes no request at all: its
-  text answers in the model's place, an ``AIMessage`` without tool calls, so
-  the agent loop ends there;
+  batch in state, so the batch is over: the core's action is applied.  The
+  reminder goes into this request after the results and, before the model's
+  answer, into the state; the stop makes no request at all and ends the run
+  as ``on_stop`` says (:mod:`._stop`);
 - ``after_agent``: the last ``AIMessage`` is admitted if it was not (a run
   that ends with it), the run's report goes into state; telemetry is finished.
 
 The guard has no ``before_model`` or ``after_model`` hook: each would be one
 more graph node in every turn of the agent loop (``create_agent`` makes a node
-of each such hook; a wrapper runs inside the model and tools nodes), and the
-state that ``wrap_tool_call`` and ``wrap_model_call`` see already holds the
-``AIMessage`` as every ``after_model`` hook left it.
+of each such hook; a wrapper runs inside the model and tools nodes).
 """
 
 from __future__ import annotations
 
+import inspect
 import threading
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
@@ -38,45 +36,38 @@ from langchain.agents.middleware.types import (
     ModelRequest,
     PrivateStateAttr,
 )
-from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
-from tool_failure_guard.core import (
-    DEFAULT_TOOL_CALL_CAP,
-    Action,
-    CallOutcome,
-    FunctionCall,
-    Stop,
-    invalid_arguments,
-    rejected,
-)
+from tool_failure_guard.core import DEFAULT_TOOL_CALL_CAP, Action, CallOutcome, FunctionCall, Stop
 from tool_failure_guard.guard import GuardMode
-from tool_failure_guard.integrations.langchain._model_call import (
-    reminders_of,
-    stopped,
-    with_reminders,
+from tool_failure_guard.integrations._api import StopBehaviour, stop_behaviour
+from tool_failure_guard.integrations.langchain._batches import (
+    catch_up,
+    last_ai_message,
+    messages_of,
+    settle_human_answers,
 )
-from tool_failure_guard.integrations.langchain._observe import ObservedTools, Probe, probing
-from tool_failure_guard.integrations.langchain._outcomes import (
-    decided_call,
-    function_call,
-    human_decision,
-    invalid_call,
-    outcome_of,
+from tool_failure_guard.integrations.langchain._model_call import reminders_of, with_reminders
+from tool_failure_guard.integrations.langchain._observe import PROBE, ObservedTools, Probe
+from tool_failure_guard.integrations.langchain._outcomes import outcome_of
+from tool_failure_guard.integrations.langchain._report import (
+    REPORT_KEY,
+    report_of,
+    report_to_state,
+    stop_of,
 )
-from tool_failure_guard.integrations.langchain._run import (
-    LOGGER,
-    GuardedRun,
-    GuardStop,
-    RunReport,
+from tool_failure_guard.integrations.langchain._run import LOGGER, GuardedRun
+from tool_failure_guard.integrations.langchain._stop import (
+    ProtectionStopped,
+    ends_with_text,
+    stop_message,
 )
 from tool_failure_guard.modes import mode_for_run
 from tool_failure_guard.telemetry.sink import GuardTelemetry
 
-#: The state key of the run's report (public: :func:`stop_of`, :func:`report_of` read it).
-REPORT_KEY = "tool_failure_guard"
 #: The state key of the live run's id (private: never in the agent's input or output).
 RUN_KEY = "tool_failure_guard_run"
 #: Runs kept while they wait for their ``after_agent`` (an interrupted run may never come back).
@@ -92,46 +83,19 @@ class GuardState(AgentState[Any]):
     tool_failure_guard_run: NotRequired[Annotated[str | None, PrivateStateAttr]]
 
 
-def report_to_state(report: RunReport) -> dict[str, Any]:
-    return {
-        "mode": report.mode.value,
-        "decisions": list(report.decisions),
-        "batches": report.batches,
-        "tool_calls": report.tool_calls,
-        "observed": report.observed,
-        "stop": report.stop.to_state() if report.stop is not None else None,
-    }
-
-
-def report_of(state: Any) -> RunReport | None:
-    """What the guard did in the run whose final state is ``state`` (None: not guarded)."""
-    value = state.get(REPORT_KEY) if isinstance(state, dict) else None
-    if not isinstance(value, dict):
-        return None
-    return RunReport(
-        mode=GuardMode(value["mode"]),
-        decisions=tuple(value["decisions"]),
-        batches=int(value["batches"]),
-        tool_calls=int(value["tool_calls"]),
-        observed=int(value["observed"]),
-        stop=GuardStop.from_state(value.get("stop")),
-    )
-
-
-def stop_of(state: Any) -> GuardStop | None:
-    """The typed stop signal of a run's final state: None unless a protection stopped it."""
-    report = report_of(state)
-    return report.stop if report is not None else None
-
-
 class RepeatedToolFailureMiddleware(AgentMiddleware[GuardState, Any]):
     """The repeated tool-failure guard for ``create_agent``: a fresh guard per run.
 
     ``mode`` (a :class:`~tool_failure_guard.guard.GuardMode` or its name) is the embedding
-    application's explicit choice; without it the environment variable
-    ``QWEN_CODE_ACP_REPEATED_TOOL_FAILURE_GUARD`` decides per run, default
-    ``shadow``.  ``telemetry`` is the agent's own sink
-    (``tool_failure_guard.telemetry.sink.OpenTelemetrySink``), reported with ``route="langchain"``.
+    application's explicit choice and wins over the environment; without it
+    ``QWEN_CODE_ACP_REPEATED_TOOL_FAILURE_GUARD`` is read afresh for every run,
+    default ``shadow``.  ``telemetry`` is the agent's own sink
+    (``telemetry.sink.OpenTelemetrySink``), reported with ``route="langchain"``.
+    ``on_stop`` is how a stopped run ends: ``"error"`` (the default) raises
+    :class:`~._stop.ProtectionStopped` (a ``ToolCallLimitExceededError``);
+    ``"end"`` ends it with the stop text as its final ``AIMessage``, unless the
+    agent has a ``response_format`` (then it raises all the same).
+    ``tool_call_cap`` is the run's tool-call cap (calls past it never run).
     """
 
     state_schema = GuardState
@@ -141,23 +105,31 @@ class RepeatedToolFailureMiddleware(AgentMiddleware[GuardState, Any]):
         *,
         mode: GuardMode | str | None = None,
         telemetry: GuardTelemetry | None = None,
+        on_stop: StopBehaviour = "error",
         tool_call_cap: int = DEFAULT_TOOL_CALL_CAP,
     ) -> None:
         super().__init__()
         mode_for_run(mode)  # a bad explicit mode fails here, naming the valid ones
         self._mode = mode
         self._telemetry = telemetry
+        self._on_stop = stop_behaviour(on_stop)
         self._tool_call_cap = tool_call_cap
         self._lock = threading.Lock()
         self._runs: OrderedDict[str, GuardedRun] = OrderedDict()
         self._unknown_warned = False
         self._observed = ObservedTools()
         self.tools = []
+        for name in _HOOKS:  # what create_agent wraps: see _plain_hook
+            setattr(self, name, _plain_hook(self, name))
 
     @property
     def mode(self) -> GuardMode:
-        """The mode the next run starts with (the environment is read per run)."""
+        """The mode the next run starts with (without ``mode=``, the environment's now)."""
         return mode_for_run(self._mode)
+
+    @property
+    def on_stop(self) -> StopBehaviour:
+        return self._on_stop
 
     stop_of = staticmethod(stop_of)
     report_of = staticmethod(report_of)
@@ -169,7 +141,7 @@ class RepeatedToolFailureMiddleware(AgentMiddleware[GuardState, Any]):
             mode_for_run(self._mode), telemetry=self._telemetry, tool_call_cap=self._tool_call_cap
         )
         # What the history held before this run is not this run's (a thread's earlier runs).
-        earlier = _last_ai_message(_messages(state))
+        earlier = last_ai_message(messages_of(state))
         run.last_message = earlier[1] if earlier is not None else None
         with self._lock:
             self._runs[run.run_id] = run
@@ -190,6 +162,11 @@ class RepeatedToolFailureMiddleware(AgentMiddleware[GuardState, Any]):
             )
         return run
 
+    def _end(self, run: GuardedRun) -> None:
+        with self._lock:
+            self._runs.pop(run.run_id, None)
+        run.finish()
+
     # -- node hooks -------------------------------------------------------------------
 
     def before_agent(self, state: GuardState, runtime: Runtime[Any]) -> dict[str, Any] | None:
@@ -200,65 +177,41 @@ class RepeatedToolFailureMiddleware(AgentMiddleware[GuardState, Any]):
     ) -> dict[str, Any] | None:
         return self._start(state)
 
-    def _catch_up(self, run: GuardedRun, state: Any) -> list[BaseMessage]:
-        """Admit the state's last ``AIMessage`` unless it was; the state's messages."""
-        messages = _messages(state)
-        with run.catch_up_lock:  # a batch's parallel calls all get here first
-            last = _last_ai_message(messages)
-            if last is None or _same(last[1], run.last_message):
-                return messages
-            at, message = last
-            run.last_message = message
-            self._admit(run, messages, at, message)
-        return messages
-
-    def _admit(
-        self, run: GuardedRun, messages: list[BaseMessage], at: int, message: AIMessage
-    ) -> None:
-        """``message``'s tool calls, as every ``after_model`` hook left them, are the batch."""
-        # A human-in-the-loop middleware took its rejected calls out of the AIMessage and
-        # answered them itself: they are still this batch's calls.
-        answers = [m for m in messages[at + 1 :] if isinstance(m, ToolMessage)]
-        decided = [m for m in answers if human_decision(m) is not None]
-        # Calls the model node answered itself (a structured-output tool) never reach the
-        # tools node: they are not tool executions, so not part of the batch.
-        answered = {m.tool_call_id for m in answers if human_decision(m) is None}
-        calls = [
-            function_call(item) for item in message.tool_calls if item.get("id") not in answered
-        ]
-        known = {call.call_id for call in calls}
-        human = [decided_call(m) for m in decided if m.tool_call_id not in known]
-        invalid = [invalid_call(item) for item in message.invalid_tool_calls]
-        run.model_response([*calls, *human, *invalid], message.usage_metadata)
-        for call in human:  # never run: a human refused it, or answered in its place
-            run.record(call.call_id, _human_rejected(call))
-        for call in invalid:  # the tools node never runs these: settled here
-            run.record(call.call_id, invalid_arguments(call, call.arguments_error or ""))
-
-    def _close(self, state: Any) -> tuple[GuardedRun, Action] | None:
+    def _close(self, request: ModelRequest) -> tuple[GuardedRun, Action] | None:
         """The open batch is over (the next model call): settle it; the core's action."""
-        run = self._run(state)
+        run = self._run(request.state)
         if run is None:
             return None
-        messages = self._catch_up(run, state)
-        # Calls a human answered in the tool's place never reach wrap_tool_call.
-        for message in reversed(messages):
-            if isinstance(message, AIMessage):
-                break
-            if isinstance(message, ToolMessage) and human_decision(message) is not None:
-                run.record_if_missing(message.tool_call_id, _human_rejected)
+        messages = catch_up(run, request.state)
+        settle_human_answers(run, messages)  # they never reach wrap_tool_call
         action = run.close()
+        if isinstance(action, Stop):
+            self._stopping(run, request)
         return (run, action) if action is not None else None
+
+    def _stopping(self, run: GuardedRun, request: ModelRequest) -> None:
+        """Raise the stop, unless it ends the run with its text (then the caller answers it)."""
+        stop = run.stop
+        if stop is None or ends_with_text(self._on_stop, request.response_format):
+            return
+        self._end(run)  # no after_agent follows an exception: the run ends here
+        raise ProtectionStopped(stop, run.report())
+
+    def _stopped(self, run: GuardedRun) -> AIMessage:
+        assert run.stop is not None
+        message = stop_message(run.stop)
+        run.last_message = message  # the guard's own message: no model turn
+        return message
 
     def wrap_model_call(
         self, request: ModelRequest, handler: Callable[[ModelRequest], ModelCallResult]
     ) -> ModelCallResult:
-        closed = self._close(request.state)
+        closed = self._close(request)
         if closed is None:
             return handler(request)
         run, action = closed
         if isinstance(action, Stop):
-            return stopped(run, action)
+            return self._stopped(run)
         reminders = reminders_of(action)
         if not reminders:
             return handler(request)
@@ -271,12 +224,12 @@ class RepeatedToolFailureMiddleware(AgentMiddleware[GuardState, Any]):
         request: ModelRequest,
         handler: Callable[[ModelRequest], Awaitable[ModelCallResult]],
     ) -> ModelCallResult:
-        closed = self._close(request.state)
+        closed = self._close(request)
         if closed is None:
             return await handler(request)
         run, action = closed
         if isinstance(action, Stop):
-            return stopped(run, action)
+            return self._stopped(run)
         reminders = reminders_of(action)
         if not reminders:
             return await handler(request)
@@ -287,10 +240,8 @@ class RepeatedToolFailureMiddleware(AgentMiddleware[GuardState, Any]):
         run = self._run(state)
         if run is None:
             return None
-        self._catch_up(run, state)
-        with self._lock:
-            self._runs.pop(run.run_id, None)
-        run.finish()
+        catch_up(run, state)
+        self._end(run)
         return {REPORT_KEY: report_to_state(run.report())}
 
     async def aafter_agent(self, state: GuardState, runtime: Runtime[Any]) -> dict[str, Any] | None:
@@ -298,36 +249,26 @@ class RepeatedToolFailureMiddleware(AgentMiddleware[GuardState, Any]):
 
     # -- tool calls -------------------------------------------------------------------
 
-    def _replay(self, run: GuardedRun, request: ToolCallRequest) -> ToolMessage | None:
-        call_id = str(request.tool_call.get("id") or "")
-        if not run.is_replay(call_id):
-            return None
-        outcome = run.record_replay(call_id)
-        return ToolMessage(
-            content=outcome.output if outcome is not None else "",
-            name=request.tool_call.get("name"),
-            tool_call_id=call_id,
-            status="error",
-        )
-
     def wrap_tool_call(
         self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], ToolResult]
     ) -> ToolResult:
         run = self._run(request.state)
         if run is None:
             return handler(request)
-        self._catch_up(run, request.state)
-        replay = self._replay(run, request)
-        if replay is not None:
-            return replay
-        probe, observed = self._observing(request)
-        with probing(probe):
-            try:
-                result = handler(observed)
-            except BaseException as error:
-                _settle(run, request, probe, error=error)
-                raise
-        _settle(run, request, probe, result=result)
+        catch_up(run, request.state)
+        call, answered = run.tool_call(request.tool_call)
+        if answered is not None:
+            return _answer(request, answered)
+        probe = Probe()
+        token = PROBE.set(probe)
+        try:
+            result = handler(self._observing(request))
+        except BaseException as error:
+            _settle(run, call, request, probe, error=error)
+            raise
+        finally:
+            PROBE.reset(token)
+        _settle(run, call, request, probe, result=result)
         return result
 
     async def awrap_tool_call(
@@ -338,53 +279,77 @@ class RepeatedToolFailureMiddleware(AgentMiddleware[GuardState, Any]):
         run = self._run(request.state)
         if run is None:
             return await handler(request)
-        self._catch_up(run, request.state)
-        replay = self._replay(run, request)
-        if replay is not None:
-            return replay
-        probe, observed = self._observing(request)
-        with probing(probe):
-            try:
-                result = await handler(observed)
-            except BaseException as error:
-                _settle(run, request, probe, error=error)
-                raise
-        _settle(run, request, probe, result=result)
+        catch_up(run, request.state)
+        call, answered = run.tool_call(request.tool_call)
+        if answered is not None:
+            return _answer(request, answered)
+        probe = Probe()
+        token = PROBE.set(probe)
+        try:
+            result = await handler(self._observing(request))
+        except BaseException as error:
+            _settle(run, call, request, probe, error=error)
+            raise
+        finally:
+            PROBE.reset(token)
+        _settle(run, call, request, probe, result=result)
         return result
 
-    def _observing(self, request: ToolCallRequest) -> tuple[Probe, ToolCallRequest]:
-        probe = Probe()
+    def _observing(self, request: ToolCallRequest) -> ToolCallRequest:
+        """``request`` with the observed copy of its tool (:mod:`._observe`)."""
         if request.tool is None:
-            return probe, request
-        return probe, request.override(tool=self._observed.observed(request.tool))
+            return request
+        return request.override(tool=self._observed.observed(request.tool))
 
 
-def _messages(state: Any) -> list[BaseMessage]:
-    messages = state.get("messages") if isinstance(state, dict) else None
-    return messages if isinstance(messages, list) else list(messages or ())
+def _answer(request: ToolCallRequest, outcome: CallOutcome) -> ToolMessage:
+    """The guard's answer in the tool's place: the call never runs."""
+    return ToolMessage(
+        content=outcome.output,
+        name=request.tool_call.get("name"),
+        tool_call_id=str(request.tool_call.get("id") or ""),
+        status="error",
+    )
 
 
-def _last_ai_message(messages: list[BaseMessage]) -> tuple[int, AIMessage] | None:
-    for at in range(len(messages) - 1, -1, -1):
-        message = messages[at]
-        if isinstance(message, AIMessage):
-            return at, message
-    return None
+# ``create_agent`` wraps every ``wrap_*`` hook in LangSmith's ``traceable``, which asks
+# ``inspect.signature`` of the hook on every call, traced or not (issue 26: the guard's
+# cost per call).  Its cheapest case is a plain function carrying ``__signature__`` (a
+# bound method's is re-derived from its function's each time), so each instance gets its
+# hooks as such functions, calling the class's methods.
+_HOOKS = ("wrap_model_call", "awrap_model_call", "wrap_tool_call", "awrap_tool_call")
 
 
-def _same(message: AIMessage, seen: AIMessage | None) -> bool:
-    """``message`` is ``seen`` (the state's reducer gives every message an id)."""
-    if seen is None:
-        return False
-    return message is seen or (message.id is not None and message.id == seen.id)
+def _without_self(function: Callable[..., Any]) -> inspect.Signature:
+    signature = inspect.signature(function)
+    return signature.replace(parameters=list(signature.parameters.values())[1:])
 
 
-def _human_rejected(call: FunctionCall) -> CallOutcome:
-    return rejected(call, "a human rejected the call or answered it in the tool's place")
+_SIGNATURES = {name: _without_self(getattr(RepeatedToolFailureMiddleware, name)) for name in _HOOKS}
+
+
+def _plain_hook(middleware: RepeatedToolFailureMiddleware, name: str) -> Callable[..., Any]:
+    method = getattr(type(middleware), name)
+    hook: Callable[..., Any]
+    if inspect.iscoroutinefunction(method):
+
+        async def hook(request: Any, handler: Any) -> Any:
+            return await method(middleware, request, handler)
+
+    else:
+
+        def hook(request: Any, handler: Any) -> Any:
+            return method(middleware, request, handler)
+
+    named: Any = hook
+    named.__name__, named.__qualname__, named.__doc__ = name, method.__qualname__, method.__doc__
+    named.__signature__ = _SIGNATURES[name]
+    return hook
 
 
 def _settle(
     run: GuardedRun,
+    call: FunctionCall | None,
     request: ToolCallRequest,
     probe: Probe,
     *,
@@ -392,8 +357,6 @@ def _settle(
     error: BaseException | None = None,
 ) -> None:
     try:
-        call_id = str(request.tool_call.get("id") or "")
-        call = run.call(call_id)
         if call is None:
             return  # not one of the open batch's calls (a middleware's own tool call)
         outcome = outcome_of(
@@ -403,6 +366,6 @@ def _settle(
             result=result,
             error=error,
         )
-        run.record(call_id, outcome)
+        run.record(call.call_id, outcome)
     finally:
         probe.forget()  # an exception kept past here would keep its frames alive

@@ -1,14 +1,13 @@
-"""What ``wrap_model_call`` answers with: the stop in the model's place, or the reminder.
+"""The reminder in ``wrap_model_call``: into the request, and into the state.
 
-The stop's text is an ``AIMessage`` without tool calls (the agent loop ends
-there); the reminder's ``SystemMessage`` goes before the model's answer in the
-state, right after the batch's results.
+The reminder's ``SystemMessage`` goes after the batch's results in the
+request, and before the model's answer in the state (right after the
+results).  The stop's answer is :mod:`._stop`'s.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import uuid
 
 from langchain.agents.middleware.types import (
     ExtendedModelResponse,
@@ -17,15 +16,7 @@ from langchain.agents.middleware.types import (
 )
 from langchain_core.messages import AIMessage, SystemMessage
 
-from tool_failure_guard.core import Action, Continue, Stop
-from tool_failure_guard.integrations.langchain._run import GuardedRun
-
-
-def stopped(run: GuardedRun, stop: Stop) -> AIMessage:
-    """The stop: its text answers in the model's place (no tool calls: the run ends)."""
-    notice = AIMessage(content=stop.notice, id=str(uuid.uuid4()))
-    run.last_message = notice  # the guard's own message: no model turn
-    return notice
+from tool_failure_guard.core import Action, Continue
 
 
 def reminders_of(action: Action) -> list[SystemMessage]:

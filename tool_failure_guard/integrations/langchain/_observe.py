@@ -13,7 +13,7 @@ original tool is never changed; what the model is told is never changed.
 The copy is made once per tool (:class:`ObservedTools`, a bounded cache kept
 by the middleware; a tool whose fields changed since gets a fresh copy), not
 once per call: which call an invocation belongs to is the :class:`Probe` that
-``wrap_tool_call`` puts in a context variable (:func:`probing`) for the time
+``wrap_tool_call`` puts in a context variable (:data:`PROBE`) for the time
 of its handler.  LangGraph's tools node runs each call's wrapper chain and the
 tool in one context (a thread-pool task or an asyncio task of its own), so
 parallel calls never see each other's probe; an invocation outside any
@@ -22,10 +22,10 @@ guarded call (none set) is passed through unrecorded.
 
 from __future__ import annotations
 
+import operator
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from contextvars import ContextVar
 from typing import Any
 
@@ -57,28 +57,19 @@ class Probe:
         self.attempts.clear()
 
 
-#: The probe of the guarded call whose handler is running in this context.
-_PROBE: ContextVar[Probe | None] = ContextVar("tool_failure_guard_langchain_probe", default=None)
-
-
-@contextmanager
-def probing(probe: Probe) -> Iterator[Probe]:
-    """``probe`` records the invocations of observed tools while the block runs."""
-    token = _PROBE.set(probe)
-    try:
-        yield probe
-    finally:
-        _PROBE.reset(token)
+#: The probe of the guarded call whose handler is running in this context (set and
+#: reset by ``wrap_tool_call`` around its handler).
+PROBE: ContextVar[Probe | None] = ContextVar("tool_failure_guard_langchain_probe", default=None)
 
 
 def _noting(exc: BaseException) -> None:
-    probe = _PROBE.get()
+    probe = PROBE.get()
     if probe is not None and probe.attempts:
         probe.attempts[-1].exception = exc
 
 
 def _begin() -> Attempt | None:
-    probe = _PROBE.get()
+    probe = PROBE.get()
     if probe is None:
         return None
     attempt = Attempt()
@@ -145,30 +136,35 @@ class ObservedTools:
     def __init__(self, limit: int = MAX_OBSERVED_TOOLS) -> None:
         self._limit = limit
         self._lock = threading.Lock()
-        #: id(tool) -> (the tool, its fields when copied, the copy); the tool is held, so
-        #: its id is not reused while the entry lives
-        self._copies: OrderedDict[int, tuple[BaseTool, dict[str, Any], BaseTool]] = OrderedDict()
+        #: id(tool) -> (the tool, its field names and values when copied, the copy); the
+        #: tool is held, so its id is not reused while the entry lives
+        self._copies: OrderedDict[int, _Entry] = OrderedDict()
 
     def observed(self, tool: BaseTool) -> BaseTool:
         key = id(tool)
         with self._lock:
             entry = self._copies.get(key)
-        if entry is not None and entry[0] is tool and _unchanged(entry[1], tool.__dict__):
-            return entry[2]
+        if entry is not None and entry[0] is tool and _unchanged(entry, tool.__dict__):
+            return entry[3]
         copy = observed_copy(tool)
+        fields = tool.__dict__
         with self._lock:
-            self._copies[key] = (tool, dict(tool.__dict__), copy)
+            self._copies[key] = (tool, tuple(fields), tuple(fields.values()), copy)
             self._copies.move_to_end(key)
             while len(self._copies) > self._limit:
                 self._copies.popitem(last=False)
         return copy
 
 
-def _unchanged(then: dict[str, Any], now: dict[str, Any]) -> bool:
-    """The tool's fields are the very objects they were when it was copied."""
-    if len(then) != len(now):
-        return False
-    return all(then.get(name, _MISSING) is value for name, value in now.items())
+_Entry = tuple[BaseTool, tuple[str, ...], tuple[Any, ...], BaseTool]
 
 
-_MISSING = object()
+def _unchanged(entry: _Entry, now: dict[str, Any]) -> bool:
+    """The tool's fields are the very objects they were when it was copied (checked on
+    every call, so in C: no Python frame per field)."""
+    _, names, values, _ = entry
+    return (
+        len(now) == len(names)
+        and all(map(operator.is_, names, now))
+        and all(map(operator.is_, values, now.values()))
+    )

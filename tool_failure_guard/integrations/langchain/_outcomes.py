@@ -90,6 +90,8 @@ OUTCOME_ROWS: tuple[OutcomeRow, ...] = (
                "cancelled", "not_started", NO_TYPE),
     OutcomeRow("the provider replayed an answered call id (never run)",
                "error", "not_started", NO_TYPE),
+    OutcomeRow("past the run's tool-call cap (answered by the middleware, never run)",
+               "error", "not_started", "tool_call_cap"),
     OutcomeRow("not observed (an inner middleware answered without invoking the tool, "
                "a call the tools node never ran)",
                "incomplete receipt", "incomplete receipt", NO_TYPE),

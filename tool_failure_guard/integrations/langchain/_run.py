@@ -8,6 +8,13 @@ keeps each call's last observed outcome (tool calls run in parallel threads
 or tasks, so under a lock), settles them into the batch when the next model
 request is about to be made, and keeps the core's action.  Every rule is the
 core's.  Telemetry is reported after an action is taken and never changes it.
+
+A tool call the model sent without an id (``""``: LangChain keeps it so, and
+every ``ToolMessage`` of such calls answers ``""``) gets one from the core at
+admission; which admitted call a ``wrap_tool_call`` is, is then claimed by
+:meth:`GuardedRun.claim` (the call's name and arguments, the request's own
+tool-call dict held for the batch, so a retry of the same call claims the
+same one).
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ import attrs
 
 from tool_failure_guard.core import (
     DEFAULT_TOOL_CALL_CAP,
+    LOOP_REPEATED_TOOL_FAILURE,
     Action,
     BatchSettlement,
     CallOutcome,
@@ -31,8 +39,11 @@ from tool_failure_guard.core import (
     PromptProtection,
     Stop,
 )
-from tool_failure_guard.guard import GuardMode
+from tool_failure_guard.core.actions import shown_text
+from tool_failure_guard.core.outcomes import skipped_by_cap
+from tool_failure_guard.guard import DecisionKind, GuardMode
 from tool_failure_guard.integrations import _telemetry
+from tool_failure_guard.integrations._api import ActionLog, GuardStop, RunReport
 from tool_failure_guard.integrations.langchain._outcomes import replayed
 from tool_failure_guard.telemetry.sink import (
     GuardTelemetry,
@@ -43,45 +54,6 @@ from tool_failure_guard.telemetry.sink import (
 ROUTE = "langchain"
 #: The logger of the adapter (the fail-open warning, swallowed telemetry errors).
 LOGGER = logging.getLogger("tool_failure_guard.integrations.langchain")
-
-
-@attrs.frozen(kw_only=True)
-class GuardStop:
-    """The typed signal of a run the guard stopped: test it, never the text.
-
-    ``loop_type`` is the protection that stopped the run
-    (``repeated_tool_execution_failure`` for this guard); ``notice`` is the
-    fixed text the run ended with (its last message, an ``AIMessage``).
-    """
-
-    loop_type: str
-    notice: str
-    mode: GuardMode
-
-    def to_state(self) -> dict[str, str]:
-        return {"loop_type": self.loop_type, "notice": self.notice, "mode": self.mode.value}
-
-    @classmethod
-    def from_state(cls, value: Any) -> GuardStop | None:
-        if not isinstance(value, dict):
-            return None
-        return cls(
-            loop_type=str(value["loop_type"]),
-            notice=str(value["notice"]),
-            mode=GuardMode(value["mode"]),
-        )
-
-
-@attrs.frozen(kw_only=True)
-class RunReport:
-    """What the guard did in one run: for logs, dashboards and tests (no tool names)."""
-
-    mode: GuardMode
-    decisions: tuple[str, ...]  #: the guard decision kind of every batch it reduced, in order
-    batches: int  #: settled batches (ones a protection stopped before the guard included)
-    tool_calls: int
-    observed: int  #: call outcomes the adapter saw
-    stop: GuardStop | None
 
 
 class GuardedRun:
@@ -99,6 +71,8 @@ class GuardedRun:
         self.run_id = uuid.uuid4().hex
         self.protection = PromptProtection(mode, tool_call_cap=tool_call_cap)
         self.telemetry: GuardTelemetry = telemetry if telemetry is not None else NullTelemetry()
+        #: no sink given: no record is built at all (issue 26: the guard's cost per call)
+        self._reporting = telemetry is not None
         self.tool_call_cap = tool_call_cap
         self._clock = clock
         self._started = clock()
@@ -106,6 +80,12 @@ class GuardedRun:
         self._batch: BatchSettlement | None = None
         self._calls: dict[str, FunctionCall] = {}
         self._outcomes: dict[str, CallOutcome] = {}
+        #: the open batch's calls sent without an id, not yet claimed by a tool call
+        self._blank: list[FunctionCall] = []
+        #: claim key -> (token, the call it claimed), for the batch (:func:`_claim_key`)
+        self._claims: dict[int | str, tuple[object, FunctionCall]] = {}
+        self._actions = ActionLog(ROUTE)
+        self._fail_open_warned = False
         self.stop: GuardStop | None = None
         self.decisions: list[str] = []
         self.model_turns = 0
@@ -130,21 +110,62 @@ class GuardedRun:
         if not calls or self.protection.stopped is not None:
             return
         admission = self.protection.admit(calls)
+        sent = {call.call_id for call in calls if call.call_id}
         with self._lock:
             self._batch = self.protection.open_batch(admission)
             self._calls = {call.call_id: call for call in admission.calls}
             self._outcomes = {}
+            self._blank = [call for call in admission.calls if call.call_id not in sent]
+            self._claims = {}
         self.tool_calls += len(admission.executable)
 
-    def call(self, call_id: str) -> FunctionCall | None:
-        """The open batch's call ``call_id`` (None: not one of its calls)."""
+    def tool_call(self, tool_call: Any) -> tuple[FunctionCall | None, CallOutcome | None]:
+        """The open batch's call a ``wrap_tool_call`` is (None: not one), and, when the call
+        must not run, the guard's own outcome for it (a provider replay, a call past the
+        tool-call cap), already recorded."""
+        call_id = str(tool_call.get("id") or "")
+        name = str(tool_call.get("name") or "")
         with self._lock:
-            return self._calls.get(call_id)
-
-    def is_replay(self, call_id: str) -> bool:
-        with self._lock:
+            call = self._claim(tool_call, call_id, lambda c: c.name == name, tool_call.get("args"))
             batch = self._batch
-            return batch is not None and batch.is_provider_duplicate(call_id)
+            if call is None or batch is None:
+                return call, None
+            if batch.is_provider_duplicate(call.call_id):
+                outcome = replayed(call)
+            elif call.call_id in batch.admission.over_cap:
+                outcome = skipped_by_cap(call)
+            else:
+                return call, None
+            self._outcomes[call.call_id] = outcome
+            return call, outcome
+
+    def claim_admitted(self, token: object, sent: FunctionCall) -> FunctionCall | None:
+        """The admitted call of ``sent`` (one the adapter built itself): the same but its id."""
+        with self._lock:
+            return self._claim(
+                token, sent.call_id, lambda call: attrs.evolve(call, call_id="") == sent, sent.args
+            )
+
+    def _claim(
+        self, token: object, call_id: str, same_call: Callable[[FunctionCall], bool], args: Any
+    ) -> FunctionCall | None:
+        """Under the lock: a call with an id is found by it.  One sent without an id claims
+        the first unclaimed id-less call like it, with its arguments if one has them;
+        ``token`` (the request's tool-call dict, an answer) keeps its claim for the batch,
+        so a retry of the same call is that call again."""
+        if call_id:
+            return self._calls.get(call_id)
+        key = _claim_key(token)
+        held = self._claims.get(key)
+        if held is not None and (isinstance(key, str) or held[0] is token):
+            return held[1]
+        named = [call for call in self._blank if same_call(call)]
+        same = [call for call in named if call.args == args]
+        found = same[0] if same else named[0] if named else None
+        if found is not None:
+            self._blank.remove(found)
+            self._claims[key] = (token, found)
+        return found
 
     def record(self, call_id: str, outcome: CallOutcome | None) -> None:
         """The latest outcome of ``call_id`` (a retried call's last attempt wins)."""
@@ -155,40 +176,33 @@ class GuardedRun:
                 self._outcomes[call_id] = outcome
 
     def record_if_missing(
-        self, call_id: str, outcome_of: Callable[[FunctionCall], CallOutcome]
+        self, call: FunctionCall, outcome_of: Callable[[FunctionCall], CallOutcome]
     ) -> None:
-        """Settle ``call_id`` with ``outcome_of(call)`` unless an outcome was already seen."""
+        """Settle ``call`` with ``outcome_of(call)`` unless an outcome was already seen."""
         with self._lock:
-            call = self._calls.get(call_id)
-            if call is not None and call_id not in self._outcomes:
-                self._outcomes[call_id] = outcome_of(call)
-
-    def record_replay(self, call_id: str) -> CallOutcome | None:
-        call = self.call(call_id)
-        if call is None:
-            return None
-        outcome = replayed(call)
-        self.record(call_id, outcome)
-        return outcome
+            if call.call_id in self._calls and call.call_id not in self._outcomes:
+                self._outcomes[call.call_id] = outcome_of(call)
 
     def close(self) -> Action | None:
         """The open batch is over (the next model call): settle what was seen, the core's action."""
         with self._lock:
             batch, outcomes = self._batch, self._outcomes
             self._batch, self._calls, self._outcomes = None, {}, {}
+            self._blank, self._claims = [], {}
         if batch is None:
             return None
         for call in batch.calls:  # in the model's order; a call never seen stays missing
             outcome = outcomes.get(call.call_id)
             if outcome is not None and batch.settle(outcome) is not None:
                 self.observed += 1
-                _telemetry.report_settled(LOGGER, self.telemetry, outcome)
+                if self._reporting:
+                    _telemetry.report_settled(LOGGER, self.telemetry, outcome)
+        if not self.observed and batch.admission.executable:
+            self._warn_fail_open()
         action = self.protection.after_batch(batch)
-        step = action.guard_step if isinstance(action, Continue | Stop) else None
-        if step is not None:
-            self.decisions.append(step.decision.kind.value)
-        if isinstance(action, Stop):
-            self.stop = GuardStop(loop_type=action.loop_type, notice=action.notice, mode=self.mode)
+        self._decided(action)
+        if not self._reporting:
+            return action
         _telemetry.report_batch(
             LOGGER,
             self.telemetry,
@@ -199,6 +213,27 @@ class GuardedRun:
             route=ROUTE,
         )
         return action
+
+    def _decided(self, action: Action) -> None:
+        step = action.guard_step if isinstance(action, Continue | Stop) else None
+        batch = self.protection.batches
+        if step is not None:
+            kind = step.decision.kind
+            self.decisions.append(kind.value)
+            self._actions.decided(
+                kind, self.mode, batch=batch, loop_type=LOOP_REPEATED_TOOL_FAILURE
+            )
+        if isinstance(action, Stop):
+            repeated = action.loop_type == LOOP_REPEATED_TOOL_FAILURE
+            self.stop = GuardStop(
+                loop_type=action.loop_type,
+                notice=shown_text(action.notice),
+                mode=self.mode,
+                key=self.protection.guard.key if repeated else None,
+            )
+            self._actions.decided(
+                DecisionKind.STOP, self.mode, batch=batch, loop_type=action.loop_type
+            )
 
     def report(self) -> RunReport:
         return RunReport(
@@ -212,21 +247,30 @@ class GuardedRun:
 
     # -- the end of the run ---------------------------------------------------------
 
+    def _warn_fail_open(self) -> None:
+        """Once per run, as soon as a batch closes and no call outcome was ever observed."""
+        if self._fail_open_warned:
+            return
+        self._fail_open_warned = True
+        LOGGER.warning(
+            "tool_failure_guard.integrations.langchain: the run executed %d tool call(s) "
+            "but RepeatedToolFailureMiddleware observed none of their outcomes; the guard "
+            "is not protecting this agent (does another middleware answer the calls "
+            "without invoking the tools?)",
+            self.tool_calls,
+        )
+
     def finish(self, stop_reason: str = "end_turn") -> None:
-        """The run ended (``after_agent``); a batch still open is reduced for the record."""
+        """The run ended (``after_agent``, or a raised stop); an open batch is reduced."""
         if self.finished:
             return
         if self._batch is not None and self.protection.stopped is None:
             self.close()  # e.g. a return_direct tool ended the run: no request can follow
         self.finished = True
         if self.tool_calls and not self.observed:
-            LOGGER.warning(
-                "tool_failure_guard.integrations.langchain: the run executed %d tool call(s) "
-                "but RepeatedToolFailureMiddleware observed none of their outcomes; the guard "
-                "is not protecting this agent (does another middleware answer the calls "
-                "without invoking the tools?)",
-                self.tool_calls,
-            )
+            self._warn_fail_open()
+        if not self._reporting:
+            return
         _telemetry.report_prompt_only_outcome(
             LOGGER,
             self.telemetry,
@@ -251,3 +295,12 @@ class GuardedRun:
             value = usage.get(field)
             if isinstance(value, int):
                 setattr(self, field, (getattr(self, field) or 0) + value)
+
+
+def _claim_key(token: object) -> int | str:
+    """A message's own id (a checkpointed state's copy keeps it), else the object's identity.
+
+    An identity key is checked against the token it holds, which the claim keeps alive.
+    """
+    message_id = getattr(token, "id", None)
+    return message_id if isinstance(message_id, str) and message_id else id(token)
