@@ -30,7 +30,7 @@ from tool_failure_guard.integrations.langchain import (
     RepeatedToolFailureMiddleware,
     report_of,
 )
-from tool_failure_guard.session.telemetry import sink as telemetry
+from tool_failure_guard.telemetry import sink as telemetry
 
 FAIL = ("read_file", {"path": "missing.txt"})
 LIST_OK = ("list_directory", {"path": "."})

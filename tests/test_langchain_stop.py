@@ -34,7 +34,7 @@ from tool_failure_guard.integrations.langchain import (
     report_of,
     stop_of,
 )
-from tool_failure_guard.session.telemetry import sink as telemetry
+from tool_failure_guard.telemetry import sink as telemetry
 
 FAIL = ("read_file", {"path": "missing.txt"})
 LOOP = [FAIL] * 4
