@@ -28,7 +28,7 @@ from langchain_harness import replies
 from openai_server import FakeOpenAI, serve
 
 import tool_failure_guard
-from tool_failure_guard.integrations import bench_hosts
+from tool_failure_guard.commands import bench_hosts
 from tool_failure_guard.integrations.langchain import RepeatedToolFailureMiddleware
 from tool_failure_guard.integrations.langchain._observe import Probe
 from tool_failure_guard.integrations.langchain._outcomes import Attempt
