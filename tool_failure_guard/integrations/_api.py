@@ -25,6 +25,7 @@ from typing import Literal, TypeAlias
 
 import attrs
 
+from tool_failure_guard.core import LOOP_REPEATED_TOOL_FAILURE, PromptProtection, Stop
 from tool_failure_guard.guard import DecisionKind, FailureKey, GuardMode
 
 #: How a stopped run ends: raise the adapter's error, or end with the stop text.
@@ -60,6 +61,17 @@ class GuardStop:
     notice: str
     mode: GuardMode
     key: FailureKey | None = None
+
+    @classmethod
+    def of(cls, action: Stop, protection: PromptProtection) -> GuardStop:
+        """The stop the core decided for ``protection``'s run, as the application sees it."""
+        repeated = action.loop_type == LOOP_REPEATED_TOOL_FAILURE
+        return cls(
+            loop_type=action.loop_type,
+            notice=action.shown_text,
+            mode=protection.mode,
+            key=protection.guard.key if repeated else None,
+        )
 
 
 @attrs.frozen(kw_only=True)

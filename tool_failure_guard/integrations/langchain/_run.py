@@ -39,7 +39,6 @@ from tool_failure_guard.core import (
     PromptProtection,
     Stop,
 )
-from tool_failure_guard.core.actions import shown_text
 from tool_failure_guard.core.outcomes import skipped_by_cap
 from tool_failure_guard.guard import DecisionKind, GuardMode
 from tool_failure_guard.integrations import _telemetry
@@ -224,13 +223,7 @@ class GuardedRun:
                 kind, self.mode, batch=batch, loop_type=LOOP_REPEATED_TOOL_FAILURE
             )
         if isinstance(action, Stop):
-            repeated = action.loop_type == LOOP_REPEATED_TOOL_FAILURE
-            self.stop = GuardStop(
-                loop_type=action.loop_type,
-                notice=shown_text(action.notice),
-                mode=self.mode,
-                key=self.protection.guard.key if repeated else None,
-            )
+            self.stop = GuardStop.of(action, self.protection)
             self._actions.decided(
                 DecisionKind.STOP, self.mode, batch=batch, loop_type=action.loop_type
             )

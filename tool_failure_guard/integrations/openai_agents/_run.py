@@ -34,7 +34,6 @@ from tool_failure_guard.core import (
     PromptProtection,
     Stop,
 )
-from tool_failure_guard.core.actions import shown_text
 from tool_failure_guard.guard import DecisionKind, GuardMode
 from tool_failure_guard.integrations import _telemetry
 from tool_failure_guard.integrations._api import (
@@ -231,13 +230,7 @@ class GuardedRun:
         return action
 
     def _stopped(self, action: Stop) -> None:
-        guarded = action.loop_type == LOOP_REPEATED_TOOL_FAILURE
-        self.stop = GuardStop(
-            loop_type=action.loop_type,
-            notice=shown_text(action.notice),
-            mode=self.mode,
-            key=self.protection.guard.key if guarded else None,
-        )
+        self.stop = GuardStop.of(action, self.protection)
         self.actions.decided(
             DecisionKind.STOP, self.mode, batch=self.protection.batches, loop_type=action.loop_type
         )

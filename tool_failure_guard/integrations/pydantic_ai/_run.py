@@ -247,13 +247,7 @@ class GuardedRun:
         self._logged(action)
         if isinstance(action, Stop):
             self.stop = action
-            guard = self.protection.guard
-            self.guard_stop = GuardStop(
-                loop_type=action.loop_type,
-                notice=action.shown_text,
-                mode=self.mode,
-                key=guard.key if action.loop_type == LOOP_REPEATED_TOOL_FAILURE else None,
-            )
+            self.guard_stop = GuardStop.of(action, self.protection)
         self._executions.clear()
         self._invalid.clear()
         return action
