@@ -4,8 +4,9 @@
 pin (``.agents/package-lock.json``) with ``npm ci --prefix .agents``;
 :data:`AGENTS_PREFIX_ENV` names another npm prefix holding both.  :func:`require`
 skips the calling test saying how to get them, or fails it where
-``TOOL_FAILURE_GUARD_REQUIRE_MCP_SERVERS`` is ``1`` (CI), like the other npm-backed
-tests.
+``TOOL_FAILURE_GUARD_REQUIRE_AGENT_CLIS`` is ``1``.  ``make test`` (CI) does not
+install them (about 640 MB, for re-capture only: the committed fixtures are their real
+output and every importer test reads those); ``make setup`` / ``make agents`` do.
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from mcp_servers import REQUIRE_ENV_VAR
+
+#: ``1``: a missing agent fails its re-capture test instead of skipping it (``make agents``).
+REQUIRE_ENV_VAR = "TOOL_FAILURE_GUARD_REQUIRE_AGENT_CLIS"
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Where ``make setup`` installs both CLIs (``npm ci --prefix .agents``); the environment
@@ -27,7 +30,7 @@ DEFAULT_PREFIX = ROOT / ".agents"
 CLAUDE_VERSION = "2.1.197"
 CODEX_VERSION = "0.169.0"
 HOW_TO_GET_THEM = (
-    "needs Node.js 20+ with npm and the pinned CLIs: install Node.js, then run `make setup` "
+    "needs Node.js 20+ with npm and the pinned CLIs: install Node.js, then run `make agents` "
     "(runs `npm ci --prefix .agents`)"
 )
 

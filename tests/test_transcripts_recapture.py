@@ -82,7 +82,7 @@ def test_an_absent_cli_says_how_to_get_it(
     find: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(agent_clis.AGENTS_PREFIX_ENV, str(tmp_path))
-    with pytest.raises(agent_clis.AgentUnavailable, match="make setup"):
+    with pytest.raises(agent_clis.AgentUnavailable, match="make agents"):
         find()
 
 

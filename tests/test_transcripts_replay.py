@@ -8,7 +8,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from mcp_servers import REQUIRE_ENV_VAR
+from agent_clis import REQUIRE_ENV_VAR
 
 from tool_failure_guard.core import PromptProtection
 from tool_failure_guard.guard import ExecutionStatus, GuardMode, RepeatedToolFailureGuard
@@ -176,7 +176,7 @@ def test_a_fresh_mini_swe_agent_trajectory_maps_like_the_fixture() -> None:
     if reason is not None:
         if os.environ.get(REQUIRE_ENV_VAR) == "1":
             pytest.fail(f"{reason} ({REQUIRE_ENV_VAR}=1)")
-        pytest.skip(f"{reason}; `make setup` installs it")
+        pytest.skip(f"{reason}; `make agents` installs it")
     from transcript_agents import mini_swe_agent as run_mini
 
     with tempfile.TemporaryDirectory() as tmp:
