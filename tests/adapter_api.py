@@ -37,7 +37,7 @@ Then add the module's name to ``ADAPTERS`` in ``tests/adapter_hosts/__init__.py`
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import attrs
 import pydantic
@@ -75,6 +75,12 @@ class ApiDriver(Protocol):
     def run(
         self, guard: object, *, base_url: str, workspace: Path, typed_output: bool
     ) -> ApiOutcome: ...
+
+
+def passed(*, mode: str | None, on_stop: str | None) -> dict[str, Any]:
+    """The constructor keywords a driver's ``guard`` passes: only those the test gave."""
+    given = {"mode": mode, "on_stop": on_stop}
+    return {name: value for name, value in given.items() if value is not None}
 
 
 def failing_replies(driver: ApiDriver, batches: int, *, typed_output: bool) -> list[Reply]:

@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from adapter_api import API_KEY, FINAL_TEXT, MODEL_NAME, ApiOutcome, Summary
+from adapter_api import API_KEY, FINAL_TEXT, MODEL_NAME, ApiOutcome, Summary, passed
 from langchain.agents import create_agent
 from langchain.agents.middleware.tool_call_limit import ToolCallLimitExceededError
 from langchain.agents.structured_output import ToolStrategy
@@ -53,12 +53,7 @@ class LangChainApiDriver:
     framework_error: type[BaseException] = ToolCallLimitExceededError
 
     def guard(self, *, mode: str | None, on_stop: str | None) -> object:
-        options: dict[str, Any] = {}
-        if mode is not None:
-            options["mode"] = mode
-        if on_stop is not None:
-            options["on_stop"] = on_stop
-        return RepeatedToolFailureMiddleware(**options)
+        return RepeatedToolFailureMiddleware(**passed(mode=mode, on_stop=on_stop))
 
     def final_reply(self, typed_output: bool) -> Reply:
         if typed_output:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import openai
-from adapter_api import API_KEY, FINAL_TEXT, MODEL_NAME, ApiOutcome, Summary
+from adapter_api import API_KEY, FINAL_TEXT, MODEL_NAME, ApiOutcome, Summary, passed
 from agents import (
     Agent,
     MaxTurnsExceeded,
@@ -37,12 +37,7 @@ class OpenAIAgentsApiDriver:
     framework_error: type[BaseException] = MaxTurnsExceeded
 
     def guard(self, *, mode: str | None, on_stop: str | None) -> object:
-        options: dict[str, Any] = {}
-        if mode is not None:
-            options["mode"] = mode
-        if on_stop is not None:
-            options["on_stop"] = on_stop
-        return GuardedRunner(**options)
+        return GuardedRunner(**passed(mode=mode, on_stop=on_stop))
 
     def final_reply(self, typed_output: bool) -> Reply:
         if typed_output:

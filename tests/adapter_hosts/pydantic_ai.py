@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from adapter_api import API_KEY, FINAL_TEXT, MODEL_NAME, ApiOutcome, Summary
+from adapter_api import API_KEY, FINAL_TEXT, MODEL_NAME, ApiOutcome, Summary, passed
 from openai_server import Reply, call
 from pydantic_ai import Agent, ToolFailed
 from pydantic_ai.exceptions import UsageLimitExceeded
@@ -34,12 +34,7 @@ class PydanticAiApiDriver:
     framework_error: type[BaseException] = UsageLimitExceeded
 
     def guard(self, *, mode: str | None, on_stop: str | None) -> object:
-        options: dict[str, object] = {}
-        if mode is not None:
-            options["mode"] = mode
-        if on_stop is not None:
-            options["on_stop"] = on_stop
-        return RepeatedToolFailureCapability(**options)  # type: ignore[arg-type]
+        return RepeatedToolFailureCapability(**passed(mode=mode, on_stop=on_stop))  # type: ignore[arg-type]
 
     def final_reply(self, typed_output: bool) -> Reply:
         if typed_output:
