@@ -108,7 +108,7 @@ except ImportError:  # a --baseline checkout from before the spill directory
     spill = None
 start, cpu = time.perf_counter(), time.process_time()
 files = [Path(p) for p in sys.argv[2:]]
-out = {}
+out = {"code": str(Path(load.__file__).resolve().parents[2])}
 if sys.argv[1] == "scan":
     con = spill.connect()
     source = " UNION ALL ".join(
@@ -175,8 +175,10 @@ def _child(kind: str, files: list[Path], code: Path | None = None) -> Result:
     env = dict(os.environ)
     if code is not None:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(code), env.get("PYTHONPATH")]))
+    # -P: no current directory first on the path, so a --baseline checkout's code is what
+    # runs even when the bench is started from this checkout (as make bench is).
     done = subprocess.run(
-        [sys.executable, "-c", _ANALYSE, kind, *map(str, files)],
+        [sys.executable, "-P", "-c", _ANALYSE, kind, *map(str, files)],
         capture_output=True,
         text=True,
         env=env,
@@ -186,6 +188,9 @@ def _child(kind: str, files: list[Path], code: Path | None = None) -> Result:
         return {"failed": f"exit {done.returncode}: {tail[0]}"}
     line = next(x for x in reversed(done.stdout.splitlines()) if x.startswith("RESULT "))
     result: Result = json.loads(line[len("RESULT ") :])
+    ran = Path(str(result.pop("code", "")))
+    if code is not None and not ran.is_relative_to(code.resolve()):
+        return {"failed": f"ran the code in {ran}, not the baseline {code}"}
     return result
 
 
