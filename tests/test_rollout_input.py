@@ -259,3 +259,29 @@ def test_every_option_docs_rollout_names_exists_where_it_is_named() -> None:
         allowed = _options(parsers[command.group(1)]) if command else bare
         missing = [o for o in named if o not in allowed]
         assert not missing, f"docs/rollout.md `{span}` names {missing}"
+
+
+def test_duckdb_rendering_changes_only_the_map_spellings() -> None:
+    """``to_duckdb`` rewrites map access, ``map_keys`` and ``cardinality`` of the attribute
+    columns to their key and value lists, and leaves every other character alone."""
+    import duckdb
+
+    from tool_failure_guard.rollout import dialect, sql
+
+    query = (
+        "SELECT g.attributes['it''s'] AS a, map_keys( LogAttributes ) AS k, "
+        "cardinality(attributes) AS n, my_attributes, 'attributes[''x'']' AS s, 7 // 2 AS d "
+        "FROM (SELECT LogAttributes, LogAttributes AS attributes, 1 AS my_attributes "
+        "FROM logs) g"
+    )
+    rendered = dialect.to_duckdb(query)
+    assert rendered.startswith("SELECT list_extract(struct_extract(g.attributes, 'vals'), ")
+    assert "my_attributes, 'attributes[''x'']' AS s, 7 // 2 AS d FROM (SELECT" in rendered
+    con = duckdb.connect()
+    con.execute(sql.LOGS_TABLE)
+    con.execute(
+        "INSERT INTO logs VALUES (NULL, 'e', {'keys': [], 'vals': []}, "
+        "{'keys': ['it''s', 'b', 'it''s'], 'vals': ['1', '2', '3']})"
+    )
+    row = con.execute(rendered).fetchone()
+    assert row == ("1", ["it's", "b", "it's"], 3, 1, "attributes['x']", 3)
