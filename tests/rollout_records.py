@@ -18,6 +18,8 @@ EVENTS = {
     "guard": "tool_failure_guard.repeated_tool_failure_guard",
     "call": "tool_failure_guard.tool_call",
 }
+#: One attribute map of DuckDB's ``logs`` table (its keys, their values) as parameters.
+LISTS = "struct_pack(keys := ?::VARCHAR[], vals := ?::VARCHAR[])"
 #: 2026-11-01T10:00:00Z, the first row's time (one second apart).
 START_S = 1_793_527_200
 
@@ -46,8 +48,8 @@ def engine(rows: list[tuple[str, str, dict[str, str]]]) -> DuckDBEngine:
     for second, (kind, owner, attributes) in enumerate(rows):
         resource = {"deployment.environment": "internal", "enduser.pseudo.id": owner}
         con.execute(
-            "INSERT INTO logs VALUES (TIMESTAMP '2026-11-01 10:00:00' + to_seconds(?), ?, "
-            "MAP(?::VARCHAR[], ?::VARCHAR[]), MAP(?::VARCHAR[], ?::VARCHAR[]))",
+            f"INSERT INTO logs VALUES (TIMESTAMP '2026-11-01 10:00:00' + to_seconds(?), ?, "
+            f"{LISTS}, {LISTS})",
             [
                 second,
                 EVENTS[kind],

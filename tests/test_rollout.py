@@ -16,6 +16,7 @@ import attrs
 import duckdb
 import numpy as np
 import pytest
+from rollout_records import LISTS
 
 from tool_failure_guard.commands.cli import main
 from tool_failure_guard.rollout import assign, check, design, gates, load, sql, stats
@@ -405,8 +406,8 @@ def test_malformed_enforced_stops_fail_their_gate_with_prompt_ids() -> None:
     con.execute(sql.LOGS_TABLE)
     for second, (kind, resource, attributes) in enumerate(rows):
         con.execute(
-            "INSERT INTO logs VALUES (TIMESTAMP '2026-11-01 10:00:00' + to_seconds(?), ?, "
-            "MAP(?::VARCHAR[], ?::VARCHAR[]), MAP(?::VARCHAR[], ?::VARCHAR[]))",
+            f"INSERT INTO logs VALUES (TIMESTAMP '2026-11-01 10:00:00' + to_seconds(?), ?, "
+            f"{LISTS}, {LISTS})",
             [
                 second,
                 events[kind],

@@ -62,12 +62,17 @@ def _records_as_string(data: dict[str, Any]) -> None:
     data["resourceLogs"][0]["scopeLogs"][0]["logRecords"] = "none"
 
 
+def _keyless_attribute(data: dict[str, Any]) -> None:
+    _records(data)[0]["attributes"].append({"value": {"stringValue": "x"}})
+
+
 @pytest.mark.parametrize(
     ("change", "what"),
     [
         (_prompt_field("model_turns", {"stringValue": "three"}), "model_turns is 'three'"),
         (_first_stamp, "timeUnixNano 'soon' is not a non-negative integer"),
         (_records_as_string, "logRecords is not a list"),
+        (_keyless_attribute, "attributes: an entry without a string key"),
     ],
 )
 def test_well_formed_json_with_wrong_types_is_bad_input_at_its_line(
@@ -112,6 +117,52 @@ def test_an_empty_input_file_is_bad_input(
     metrics_only.write_text('{"resourceMetrics": []}\n', encoding="utf-8")
     assert main(["rollout", "gates", str(metrics_only)]) == 2
     assert "no tool_failure_guard records" in capsys.readouterr().err
+
+
+def test_file_attributes_outside_the_vocabulary_are_kept_and_found(fleet: Path) -> None:
+    """From OTLP JSON: an unknown key and a key given twice load (nothing is dropped) and
+    make their records ``forbidden_telemetry_field`` findings; lookups read a key's first
+    value, as ClickHouse's ``Map`` does."""
+    from tool_failure_guard.rollout import load
+
+    def change(data: dict[str, Any]) -> None:
+        prompts = [r for r in _records(data) if r["eventName"] == EVENTS["prompt"]]
+        prompts[0]["attributes"].append({"key": "user_email", "value": {"stringValue": "a@b"}})
+        mode = next(a for a in prompts[-1]["attributes"] if a["key"] == "mode")
+        prompts[-1]["attributes"].append({"key": "mode", "value": {"stringValue": "enforce"}})
+        changed.extend(
+            next(a["value"]["stringValue"] for a in r["attributes"] if a["key"] == "prompt_id")
+            for r in (prompts[0], prompts[-1])
+        )
+        changed.append(mode["value"]["stringValue"])
+        sizes.extend(len(r["attributes"]) for r in (prompts[0], prompts[-1]))
+
+    changed: list[str] = []
+    sizes: list[int] = []
+    lines = fleet.read_text(encoding="utf-8").splitlines()
+    number = next(i for i, line in enumerate(lines, 1) if line.count(EVENTS["prompt"]) >= 2)
+    edited = _rewrite(fleet, fleet.with_name("edited.jsonl"), number, change)
+    built = load.duckdb_engine([edited])
+    try:
+        found = check.check(built, check.preflight(built, "edited"))
+        forbidden = [
+            example
+            for env in found["environments"].values()
+            for example in env["invariants"]["forbidden_telemetry_field"]["examples"]
+        ]
+        assert sorted(forbidden) == sorted(changed[:2])
+        rows = built.rows(
+            "SELECT LogAttributes['user_email'], cardinality(LogAttributes), "
+            "LogAttributes['mode'] FROM logs "
+            f"WHERE LogAttributes['prompt_id'] IN ('{changed[0]}', '{changed[1]}') "
+            f"AND EventName = '{EVENTS['prompt']}' ORDER BY 1 NULLS LAST"
+        )
+        first, twice = rows
+        assert first[0] == "a@b" and twice[0] is None
+        assert [first[1], twice[1]] == sizes  # every key kept, the repeated one twice
+        assert twice[2] == changed[2]  # the first of the two values
+    finally:
+        built.close()
 
 
 # -- hand-built records -------------------------------------------------------------------
@@ -208,3 +259,29 @@ def test_every_option_docs_rollout_names_exists_where_it_is_named() -> None:
         allowed = _options(parsers[command.group(1)]) if command else bare
         missing = [o for o in named if o not in allowed]
         assert not missing, f"docs/rollout.md `{span}` names {missing}"
+
+
+def test_duckdb_rendering_changes_only_the_map_spellings() -> None:
+    """``to_duckdb`` rewrites map access, ``map_keys`` and ``cardinality`` of the attribute
+    columns to their key and value lists, and leaves every other character alone."""
+    import duckdb
+
+    from tool_failure_guard.rollout import dialect, sql
+
+    query = (
+        "SELECT g.attributes['it''s'] AS a, map_keys( LogAttributes ) AS k, "
+        "cardinality(attributes) AS n, my_attributes, 'attributes[''x'']' AS s, 7 // 2 AS d "
+        "FROM (SELECT LogAttributes, LogAttributes AS attributes, 1 AS my_attributes "
+        "FROM logs) g"
+    )
+    rendered = dialect.to_duckdb(query)
+    assert rendered.startswith("SELECT list_extract(struct_extract(g.attributes, 'vals'), ")
+    assert "my_attributes, 'attributes[''x'']' AS s, 7 // 2 AS d FROM (SELECT" in rendered
+    con = duckdb.connect()
+    con.execute(sql.LOGS_TABLE)
+    con.execute(
+        "INSERT INTO logs VALUES (NULL, 'e', {'keys': [], 'vals': []}, "
+        "{'keys': ['it''s', 'b', 'it''s'], 'vals': ['1', '2', '3']})"
+    )
+    row = con.execute(rendered).fetchone()
+    assert row == ("1", ["it's", "b", "it's"], 3, 1, "attributes['x']", 3)

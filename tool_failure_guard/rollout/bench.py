@@ -18,7 +18,8 @@ Prints numbers, asserts nothing about time (machines here are shared):
    chdb / DuckDB is the ratio of analysis times within one repetition.  Beside
    them: the time DuckDB needs merely to scan the files, and how each median grows
    from the first size to the next.  ``--baseline DIR`` runs another checkout's
-   code interleaved beside this one (its load and analysis ratios are printed).
+   code interleaved beside this one (its load and analysis ratios are printed, wall and
+   CPU: on a shared machine the CPU seconds, all of the process's threads, move less).
    Each measurement runs in its own process and reports its own peak RSS (``VmHWM``).
 
 Usage: ``python -m tool_failure_guard.rollout.bench [--prompts N,M] [--repeat K]
@@ -105,9 +106,9 @@ try:
     from tool_failure_guard.rollout import spill
 except ImportError:  # a --baseline checkout from before the spill directory
     spill = None
-start = time.perf_counter()
+start, cpu = time.perf_counter(), time.process_time()
 files = [Path(p) for p in sys.argv[2:]]
-out = {}
+out = {"code": str(Path(load.__file__).resolve().parents[2])}
 if sys.argv[1] == "scan":
     con = spill.connect()
     source = " UNION ALL ".join(
@@ -121,7 +122,8 @@ else:
     if sys.argv[1] == "duckdb":
         con = load.connect(files)  # OTLP JSON -> the logs table
         out["load_seconds"] = round(time.perf_counter() - start, 2)
-        start = time.perf_counter()
+        out["load_cpu_seconds"] = round(time.process_time() - cpu, 2)
+        start, cpu = time.perf_counter(), time.process_time()
         engine = DuckDBEngine(con)  # the relations, materialised: part of the analysis
     else:
         # The same records in a chdb table with the exporter's schema (via Parquet).
@@ -138,7 +140,8 @@ else:
                 f"SELECT Timestamp, EventName, ResourceAttributes, LogAttributes "
                 f"FROM file('{parquet}', Parquet)")
         out["load_seconds"] = round(time.perf_counter() - start, 2)
-        start = time.perf_counter()
+        out["load_cpu_seconds"] = round(time.process_time() - cpu, 2)
+        start, cpu = time.perf_counter(), time.process_time()
         if sys.argv[1] == "clickhouse-tables":  # the relations as the session's tables
             engine = ClickHouseEngine(executor, session_tables=True)
         else:  # as on a server: the relations inlined in every query
@@ -154,6 +157,7 @@ else:
         out["queries"] = engine.queries
         out["result_mb"] = round(engine.result_bytes / 1e6, 2)
 out["seconds"] = round(time.perf_counter() - start, 2)
+out["cpu_seconds"] = round(time.process_time() - cpu, 2)
 if sys.argv[1] != "scan":
     engine.close()
 # VmHWM belongs to this process image (ru_maxrss would carry the parent's peak over fork).
@@ -171,8 +175,10 @@ def _child(kind: str, files: list[Path], code: Path | None = None) -> Result:
     env = dict(os.environ)
     if code is not None:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(code), env.get("PYTHONPATH")]))
+    # -P: no current directory first on the path, so a --baseline checkout's code is what
+    # runs even when the bench is started from this checkout (as make bench is).
     done = subprocess.run(
-        [sys.executable, "-c", _ANALYSE, kind, *map(str, files)],
+        [sys.executable, "-P", "-c", _ANALYSE, kind, *map(str, files)],
         capture_output=True,
         text=True,
         env=env,
@@ -182,6 +188,9 @@ def _child(kind: str, files: list[Path], code: Path | None = None) -> Result:
         return {"failed": f"exit {done.returncode}: {tail[0]}"}
     line = next(x for x in reversed(done.stdout.splitlines()) if x.startswith("RESULT "))
     result: Result = json.loads(line[len("RESULT ") :])
+    ran = Path(str(result.pop("code", "")))
+    if code is not None and not ran.is_relative_to(code.resolve()):
+        return {"failed": f"ran the code in {ran}, not the baseline {code}"}
     return result
 
 
@@ -253,10 +262,13 @@ def bench_analysis(
     for name, results in runs.items():
         loads, seconds = _numbers(results, "load_seconds"), _numbers(results, "seconds")
         rss = _numbers(results, "peak_rss_mb")
+        cpus = [_numbers(results, "load_cpu_seconds"), _numbers(results, "cpu_seconds")]
         print(
             f"    {name:22} load {_spread(loads)} s   analysis {_spread(seconds)} s   "
             f"peak RSS {_spread(rss)} MB"
         )
+        if cpus[0] or cpus[1]:
+            print(f"    {'':22} CPU: load {_spread(cpus[0])} s   analysis {_spread(cpus[1])} s")
         if loads:
             summary[f"{name} load"] = statistics.median(loads)
         if seconds:
@@ -275,13 +287,20 @@ def bench_analysis(
             )
     if baseline is not None:
         new, old = runs.get("duckdb", []), runs.get("duckdb@baseline", [])
-        ratios = [
-            float(str(n["load_seconds"])) / float(str(o["load_seconds"]))
-            for n, o in zip(new, old, strict=False)
-            if "load_seconds" in n and "load_seconds" in o
-        ]
-        if ratios:
-            print(f"    DuckDB load, this code / baseline: {_spread(ratios)}  [goal <= 0.5]")
+        for key, what in (
+            ("load_seconds", "load, wall"),
+            ("load_cpu_seconds", "load, CPU"),
+            ("seconds", "analysis, wall"),
+            ("cpu_seconds", "analysis, CPU"),
+        ):
+            ratios = [
+                float(str(n[key])) / float(str(o[key]))
+                for n, o in zip(new, old, strict=False)
+                if key in n and key in o and float(str(o[key])) > 0
+            ]
+            if ratios:
+                goal = "  [goal <= 0.5]" if key.startswith("load") else ""
+                print(f"    DuckDB {what}, this code / baseline: {_spread(ratios)}{goal}")
     return summary
 
 

@@ -1,5 +1,13 @@
 """Rendering the one SQL source (DuckDB dialect, :mod:`~tool_failure_guard.rollout.sql`) for
-ClickHouse.
+ClickHouse, and for DuckDB's own ``logs`` table.
+
+The source reads the attribute columns as maps (``m['k']``, ``map_keys(m)``,
+``cardinality(m)``), as the exporter's ``otel_logs`` stores them.  DuckDB's
+``logs`` table keeps each as two parallel lists instead, ``STRUCT(keys
+VARCHAR[], vals VARCHAR[])`` (building a ``MAP`` was 40 % of the load:
+``docs/rollout.md`` section 8); :func:`to_duckdb` renders those three spellings
+for it (``vals[list_position(keys, 'k')]``, ``keys``, ``len(keys)``) by pattern,
+leaving the rest of the text as written (no parse: it runs for every DuckDB query).
 
 sqlglot's DuckDB -> ClickHouse transpiler does the bulk (``CAST`` to
 ``Nullable(...)``, quoting, window syntax); the rewrites below fix the few
@@ -25,6 +33,7 @@ so ClickHouse's default ``join_use_nulls = 0`` gives DuckDB's answers.
 from __future__ import annotations
 
 import functools
+import re
 
 import sqlglot
 from sqlglot import exp
@@ -125,6 +134,27 @@ def _args(node: exp.Expression) -> list[exp.Expression]:
     if isinstance(node, exp.Anonymous):
         return list(node.expressions)
     return [node.this, node.expression]
+
+
+_MAP = r"(?<![\w.])((?:[A-Za-z_]\w*\.)?(?:" + "|".join(sorted(MAP_COLUMNS)) + r"))"
+_ACCESS = re.compile(_MAP + r"\[('(?:[^']|'')*')\]", re.IGNORECASE)
+_KEYS = re.compile(r"\bmap_keys\(\s*" + _MAP + r"\s*\)", re.IGNORECASE)
+_SIZE = re.compile(r"\bcardinality\(\s*" + _MAP + r"\s*\)", re.IGNORECASE)
+
+
+@functools.lru_cache(maxsize=512)
+def to_duckdb(sql: str) -> str:
+    """The statement for DuckDB's ``logs`` table: attribute maps as key and value lists.
+
+    Only the three map spellings change (a key given as a string literal, the keys, their
+    count); every other character of the text stays as written.
+    """
+    sql = _ACCESS.sub(
+        r"list_extract(struct_extract(\1, 'vals'), list_position(struct_extract(\1, 'keys'), \2))",
+        sql,
+    )
+    sql = _KEYS.sub(r"struct_extract(\1, 'keys')", sql)
+    return _SIZE.sub(r"len(struct_extract(\1, 'keys'))", sql)
 
 
 @functools.lru_cache(maxsize=256)

@@ -122,7 +122,11 @@ class Engine(abc.ABC):
 
 
 class DuckDBEngine(Engine):
-    """DuckDB over a filled ``logs`` table: the relations become tables once."""
+    """DuckDB over a filled ``logs`` table: the relations become tables once.
+
+    Every statement is rendered for the ``logs`` table's attribute lists first
+    (:func:`~tool_failure_guard.rollout.dialect.to_duckdb`).
+    """
 
     name = "duckdb"
 
@@ -131,7 +135,7 @@ class DuckDBEngine(Engine):
 
         self.con = con
         for relation, body in sql.RELATIONS:
-            text = body.replace("{filters}", (filters or Filters()).sql())
+            text = dialect.to_duckdb(body.replace("{filters}", (filters or Filters()).sql()))
             if relation == "records":
                 con.execute(f"CREATE VIEW records AS {text}")
                 # The tables below cast counts: a value that is not one is bad input.
@@ -147,7 +151,7 @@ class DuckDBEngine(Engine):
         import duckdb
 
         try:
-            return [tuple(r) for r in self.con.execute(query).fetchall()]
+            return [tuple(r) for r in self.con.execute(dialect.to_duckdb(query)).fetchall()]
         except duckdb.Error as error:
             raise EngineError(f"DuckDB: {first_line(error)}") from error
 

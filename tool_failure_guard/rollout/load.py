@@ -3,7 +3,7 @@
 Input files are OTLP JSON lines (what ``--telemetry file:PATH`` and the
 Collector's ``file`` exporter write: one ``ExportLogsServiceRequest`` or
 ``ExportMetricsServiceRequest`` per line) or Parquet files holding the
-``logs`` table below (for large exports).  Metric lines are skipped: the
+``logs`` columns below (for large exports).  Metric lines are skipped: the
 analysis needs only the log records.
 
 The ``logs`` table mirrors the Collector's ClickHouse exporter table
@@ -11,13 +11,21 @@ The ``logs`` table mirrors the Collector's ClickHouse exporter table
 
     Timestamp           TIMESTAMP            -- otel_logs.Timestamp
     EventName           VARCHAR              -- otel_logs.EventName
-    ResourceAttributes  MAP(VARCHAR, VARCHAR)
-    LogAttributes       MAP(VARCHAR, VARCHAR)
+    ResourceAttributes  STRUCT(keys VARCHAR[], vals VARCHAR[])  -- otel_logs' Map, as lists
+    LogAttributes       STRUCT(keys VARCHAR[], vals VARCHAR[])
+
+Each attribute map is kept as its keys and their values in the record's order
+(every attribute, known or not): building a DuckDB ``MAP`` per record cost as
+much as parsing the JSON, and the queries read the lists as maps
+(:func:`~tool_failure_guard.rollout.dialect.to_duckdb`).  Parquet files hold the
+``otel_logs`` columns, the attributes as maps (:func:`export_parquet`).
 
 Bad input never produces a half-loaded analysis: :class:`InputError` names
 the file and, for a line that is not JSON or is mistyped OTLP JSON (a count
-that is not a count, a non-numeric timestamp, ``logRecords`` not a list), the
-line.  An empty file is bad input too.
+that is not a count, a non-numeric timestamp, ``logRecords`` not a list, an
+attribute without a key), the line.  An empty file is bad input too.  A key
+twice in one record is kept twice (lookups read the first, as ClickHouse's
+``Map`` does); in a guard record it is a ``forbidden_telemetry_field`` finding.
 """
 
 from __future__ import annotations
@@ -38,7 +46,7 @@ MAX_LINE_BYTES = 32 * 1024 * 1024
 
 _ANY_VALUE = "STRUCT(stringValue VARCHAR, intValue VARCHAR, boolValue BOOLEAN, doubleValue DOUBLE)"
 _KEY_VALUES = f"STRUCT(key VARCHAR, value {_ANY_VALUE})[]"
-_LOG_RECORD = f"STRUCT(timeUnixNano VARCHAR, eventName VARCHAR, attributes {_KEY_VALUES})"
+_LOG_RECORD = f"STRUCT(timeUnixNano HUGEINT, eventName VARCHAR, attributes {_KEY_VALUES})"
 _RESOURCE_LOGS = (
     f"STRUCT(resource STRUCT(attributes {_KEY_VALUES}), "
     f"scopeLogs STRUCT(logRecords {_LOG_RECORD}[])[])[]"
@@ -47,15 +55,17 @@ _RESOURCE_LOGS = (
 OTLP_COLUMNS = {"resourceLogs": _RESOURCE_LOGS, "resourceMetrics": "JSON"}
 
 
-def _flatten(attributes: str) -> str:
-    """SQL: an OTLP key/value list -> MAP(VARCHAR, VARCHAR), as ClickHouse stores it."""
+def _lists(attributes: str) -> str:
+    """SQL: an OTLP key/value list -> the ``logs`` table's keys and values, as ClickHouse
+    stores the values (:data:`~tool_failure_guard.rollout.sql.ATTRIBUTES`)."""
     value = (
         "coalesce(a.value.stringValue, a.value.intValue, "
         "CAST(a.value.boolValue AS VARCHAR), CAST(a.value.doubleValue AS VARCHAR))"
     )
+    # coalesce the built lists, not the OTLP list (that would copy the nested values).
     return (
-        f"map_from_entries(list_transform(coalesce({attributes}, []), "
-        f"lambda a: struct_pack(k := a.key, v := {value})))"
+        f"struct_pack(keys := coalesce([a.key for a in {attributes}], []), "
+        f"vals := coalesce([{value} for a in {attributes}], []))"
     )
 
 
@@ -191,20 +201,25 @@ def _json_source(path: Path) -> str:
 
 
 def _insert_json(con: duckdb.DuckDBPyConnection, path: Path) -> None:
-    resource = _flatten("rl.resource.attributes")
-    record = _flatten("r.attributes")
+    # One streaming pass: each line parsed once, nothing read twice.  A line that is not
+    # an export request, or an attribute without a key, stops it (the caller names the line).
     query = f"""
         INSERT INTO logs
-        WITH lines AS (SELECT resourceLogs, resourceMetrics FROM {_json_source(path)}),
-        bad AS (SELECT count(*) AS n FROM lines
-                WHERE resourceLogs IS NULL AND resourceMetrics IS NULL),
-        rls AS (SELECT unnest(resourceLogs) AS rl FROM lines WHERE resourceLogs IS NOT NULL),
-        res AS (SELECT {resource} AS ra, unnest(rl.scopeLogs) AS sl FROM rls),
-        recs AS (SELECT ra, unnest(sl.logRecords) AS r FROM res)
-        SELECT make_timestamp(CAST(CAST(r.timeUnixNano AS HUGEINT) // 1000 AS BIGINT)),
-               r.eventName, ra, {record}
-        FROM recs, bad
-        WHERE CASE WHEN bad.n > 0 THEN error('not an OTLP JSON request') ELSE true END
+        SELECT make_timestamp(CAST(r.timeUnixNano // 1000 AS BIGINT)),
+               r.eventName, ra, la
+        FROM (
+            SELECT ra, r, {_lists("r.attributes")} AS la
+            FROM (SELECT ra, unnest(sl.logRecords) AS r
+                  FROM (SELECT {_lists("rl.resource.attributes")} AS ra,
+                               unnest(rl.scopeLogs) AS sl
+                        FROM (SELECT unnest(resourceLogs) AS rl FROM {_json_source(path)}
+                              WHERE CASE WHEN resourceLogs IS NULL AND resourceMetrics IS NULL
+                                         THEN error('not an OTLP JSON request')
+                                         ELSE resourceLogs IS NOT NULL END)))
+        )
+        WHERE CASE WHEN list_position(la.keys, NULL) IS NOT NULL
+                        OR list_position(ra.keys, NULL) IS NOT NULL
+                   THEN error('an attribute without a key') ELSE true END
     """
     con.execute(query)
 
@@ -221,9 +236,12 @@ def _insert_outfile(con: duckdb.DuckDBPyConnection, path: Path) -> None:
 
 def _insert_parquet(con: duckdb.DuckDBPyConnection, path: Path) -> None:
     quoted = str(path).replace("'", "''")
+    lists = ", ".join(
+        f"struct_pack(keys := map_keys({c}), vals := map_values({c}))"
+        for c in ("ResourceAttributes", "LogAttributes")
+    )
     con.execute(
-        "INSERT INTO logs SELECT Timestamp, EventName, ResourceAttributes, LogAttributes "
-        f"FROM read_parquet('{quoted}')"
+        f"INSERT INTO logs SELECT Timestamp, EventName, {lists} FROM read_parquet('{quoted}')"
     )
 
 
@@ -293,6 +311,12 @@ def duckdb_engine(
 
 
 def export_parquet(con: duckdb.DuckDBPyConnection, path: Path) -> None:
-    """Write the ``logs`` table as Parquet (readable back by :func:`connect`)."""
+    """Write the ``logs`` table as Parquet, its attributes as maps (the ``otel_logs`` columns,
+    readable back by :func:`connect`)."""
     quoted = str(path).replace("'", "''")
-    con.execute(f"COPY logs TO '{quoted}' (FORMAT parquet)")
+    maps = ", ".join(
+        f"map({c}.keys, {c}.vals) AS {c}" for c in ("ResourceAttributes", "LogAttributes")
+    )
+    con.execute(
+        f"COPY (SELECT Timestamp, EventName, {maps} FROM logs) TO '{quoted}' (FORMAT parquet)"
+    )

@@ -21,7 +21,9 @@ records of ``docs/telemetry.md``:
 DuckDB materialises them as tables; on ClickHouse they are common table
 expressions of each query (nothing is created on the server).  The source
 table is ``logs``, shaped like the Collector's ClickHouse exporter table
-``otel_logs``; the queries of :mod:`~tool_failure_guard.rollout.queries` read the relations.
+``otel_logs`` (DuckDB's keeps each attribute map as a key list and a value list,
+:data:`ATTRIBUTES`); the queries of :mod:`~tool_failure_guard.rollout.queries` read the
+relations.
 """
 
 from __future__ import annotations
@@ -49,12 +51,15 @@ RETRY_WINDOW_MINUTES: Final = 10
 INPUT_BOUNDARIES: Final = ("drain", "prompt-only", "unsupported")
 RECORD_PREFIX: Final = "tool_failure_guard."
 
-LOGS_TABLE: Final = """
+#: DuckDB's type of an attribute column: the keys and their values, in the record's order
+#: (the queries read it as a map: :func:`~tool_failure_guard.rollout.dialect.to_duckdb`).
+ATTRIBUTES: Final = "STRUCT(keys VARCHAR[], vals VARCHAR[])"
+LOGS_TABLE: Final = f"""
 CREATE TABLE logs (
     Timestamp TIMESTAMP,
     EventName VARCHAR,
-    ResourceAttributes MAP(VARCHAR, VARCHAR),
-    LogAttributes MAP(VARCHAR, VARCHAR)
+    ResourceAttributes {ATTRIBUTES},
+    LogAttributes {ATTRIBUTES}
 )
 """
 
