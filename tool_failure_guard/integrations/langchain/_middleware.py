@@ -269,11 +269,11 @@ class RepeatedToolFailureMiddleware(AgentMiddleware[GuardState, Any]):
         try:
             result = handler(self._observing(request))
         except BaseException as error:
-            _settle(run, call, request, probe, error=error)
+            _settle(run, call, request, probe, None, error)
             raise
         finally:
             PROBE.reset(token)
-        _settle(run, call, request, probe, result=result)
+        _settle(run, call, request, probe, result, None)
         return result
 
     async def awrap_tool_call(
@@ -293,11 +293,11 @@ class RepeatedToolFailureMiddleware(AgentMiddleware[GuardState, Any]):
         try:
             result = await handler(self._observing(request))
         except BaseException as error:
-            _settle(run, call, request, probe, error=error)
+            _settle(run, call, request, probe, None, error)
             raise
         finally:
             PROBE.reset(token)
-        _settle(run, call, request, probe, result=result)
+        _settle(run, call, request, probe, result, None)
         return result
 
     def _observing(self, request: ToolCallRequest) -> ToolCallRequest:
@@ -358,20 +358,16 @@ def _settle(
     call: FunctionCall | None,
     request: ToolCallRequest,
     probe: Probe,
-    *,
-    result: Any = None,
-    error: BaseException | None = None,
+    result: Any,
+    error: BaseException | None,
 ) -> None:
+    attempts = probe.attempts
     try:
         if call is None:
             return  # not one of the open batch's calls (a middleware's own tool call)
-        outcome = outcome_of(
-            call,
-            tool_known=request.tool is not None,
-            attempt=probe.last,
-            result=result,
-            error=error,
-        )
+        attempt = attempts[-1] if attempts else None
+        outcome = outcome_of(call, request.tool is not None, attempt, result, error)
         run.record(call.call_id, outcome)
     finally:
-        probe.forget()  # an exception kept past here would keep its frames alive
+        if attempts:
+            probe.forget()  # an exception kept past here would keep its frames alive

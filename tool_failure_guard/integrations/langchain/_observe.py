@@ -48,10 +48,6 @@ class Probe:
     def __init__(self) -> None:
         self.attempts: list[Attempt] = []
 
-    @property
-    def last(self) -> Attempt | None:
-        return self.attempts[-1] if self.attempts else None
-
     def forget(self) -> None:
         """Drop what was recorded once the call is settled (exceptions hold frames)."""
         for attempt in self.attempts:
