@@ -16,10 +16,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hosts.langchain import ErrorsToModel, behaviour_tools, make_agent, run
-from langchain.agents.middleware import AgentMiddleware
+from hosts.langchain import ErrorsToModel, behaviour_tools, chat_model, make_agent, run
+from langchain.agents import create_agent
+from langchain.agents.middleware import AgentMiddleware, HumanInTheLoopMiddleware
 from langchain_core.messages import SystemMessage, ToolMessage
 from langchain_harness import guarded_run, replies
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.types import Command
 from openai_server import FakeOpenAI, Reply, call, serve
 from telemetry_harness import Harness
 
@@ -170,3 +173,55 @@ def test_calls_whose_arguments_are_not_json_are_settled_at_admission(
     ran = guarded_run(answers, behaviour_tools(workspace))
     assert ran.stop is not None and ran.stop.loop_type == LOOP_INVALID_TOOL_PARAMS
     assert (ran.report.batches, ran.report.tool_calls, ran.report.observed) == (3, 6, 6)
+
+
+@pytest.mark.parametrize("with_ids", [True, False], ids=["ids", "id-less"])
+@pytest.mark.parametrize("guard_first", [True, False], ids=["guard-first", "hitl-first"])
+def test_a_call_a_human_rejected_is_that_call_not_a_no_argument_one_beside_it(
+    with_ids: bool, guard_first: bool, workspace: Path
+) -> None:
+    """The real ``HumanInTheLoopMiddleware`` rejects ``list_directory("sub")``; the same
+    batch has ``list_directory()`` with no arguments, which needs no approval.
+
+    LangChain keeps the rejected call in its ``AIMessage`` and answers it: that call
+    (the first) is the cancelled one, and the batch has its two calls, with ids or
+    without.  (Without ids LangChain takes the answer for every id-less call and runs
+    neither, so the second one is never observed.)
+    """
+    (workspace / "sub").mkdir()
+    batch = [("list_directory", {"path": "sub"}), ("list_directory", {})]
+    answers = replies(batch) if with_ids else id_less(batch)
+    harness = Harness()
+    guard = RepeatedToolFailureMiddleware(mode="enforce", telemetry=harness.sink)
+    hitl = HumanInTheLoopMiddleware(
+        interrupt_on={
+            "list_directory": {
+                "allowed_decisions": ["approve", "reject"],
+                "when": lambda request: bool(request.tool_call["args"]),
+            }
+        }
+    )
+    order = [guard, ErrorsToModel(), hitl] if guard_first else [hitl, guard, ErrorsToModel()]
+    config: dict[str, Any] = {"configurable": {"thread_id": "t"}, "recursion_limit": 50}
+    with serve(FakeOpenAI(answers)) as fake:
+        agent = create_agent(
+            chat_model(fake.base_url),
+            behaviour_tools(workspace),
+            middleware=order,
+            checkpointer=InMemorySaver(),
+        )
+        paused = agent.invoke({"messages": [{"role": "user", "content": "go"}]}, config)
+        (pending,) = paused["__interrupt__"]
+        assert [a["args"] for a in pending.value["action_requests"]] == [{"path": "sub"}]
+        state = agent.invoke(Command(resume={"decisions": [{"type": "reject"}]}), config)
+    report = report_of(state)
+    assert report is not None
+    assert (report.batches, report.tool_calls, report.observed) == (1, 2, 2 if with_ids else 1)
+    records = [
+        (c["call_ordinal"], c["terminal_status"], c["execution_status"])
+        for c in harness.logs(telemetry.TOOL_CALL_EVENT)
+    ]
+    cancelled = [r for r in records if r[1] == "cancelled"]
+    assert cancelled == [(0, "cancelled", "not_started")]
+    expected = [(1, "success", "success")] if with_ids else []
+    assert [r for r in records if r[1] != "cancelled"] == expected

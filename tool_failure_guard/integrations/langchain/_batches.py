@@ -11,6 +11,7 @@ tool) are not tool executions, so not the batch's.
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
@@ -39,15 +40,28 @@ def last_ai_message(messages: list[BaseMessage]) -> tuple[int, AIMessage] | None
 
 
 def catch_up(run: GuardedRun, state: Any) -> list[BaseMessage]:
-    """Admit the state's last ``AIMessage`` unless it was; the state's messages."""
+    """Admit the state's last ``AIMessage`` unless it was; the state's messages.
+
+    Every call of a batch but its first, and the next model call, find the admitted
+    message itself at or near the end (the same object), so that is looked for first.
+    """
     messages = messages_of(state)
-    last = last_ai_message(messages)
-    if last is None or _same(last[1], run.last_message):
-        return messages  # admitted already (every call of a batch but its first)
+    seen = run.last_message
+    if messages and messages[-1] is seen:
+        return messages  # a batch's second call, and every one after it
+    for at in range(len(messages) - 1, -1, -1):
+        message = messages[at]
+        if message is seen:
+            return messages  # admitted already
+        if isinstance(message, AIMessage):
+            break
+    else:
+        return messages  # no AIMessage at all
+    if _same(message, seen):
+        return messages  # the same message, copied (a checkpointed state)
     with run.catch_up_lock:  # a batch's parallel calls all get here first
-        if _same(last[1], run.last_message):
+        if _same(message, run.last_message):
             return messages
-        at, message = last
         run.last_message = message
         _admit(run, messages, at, message)
     return messages
@@ -55,6 +69,12 @@ def catch_up(run: GuardedRun, state: Any) -> list[BaseMessage]:
 
 def _admit(run: GuardedRun, messages: list[BaseMessage], at: int, message: AIMessage) -> None:
     answers = [m for m in messages[at + 1 :] if isinstance(m, ToolMessage)]
+    invalid = [invalid_call(item) for item in message.invalid_tool_calls]
+    if not answers:  # the usual case: the batch's first tool call admits it
+        calls = [function_call(item) for item in message.tool_calls]
+        run.model_response([*calls, *invalid], message.usage_metadata)
+        _settle_invalid(run, invalid)
+        return
     decided = [m for m in answers if human_decision(m) is not None]
     # Calls the model node answered itself never reach the tools node (an id-less one is
     # known by its name: a structured-output tool is not one of the agent's tools).
@@ -66,14 +86,41 @@ def _admit(run: GuardedRun, messages: list[BaseMessage], at: int, message: AIMes
         for item in message.tool_calls
         if not _answered(item, answered_ids, answered_names)
     ]
+    apart = _apart(decided, calls)
+    run.model_response([*calls, *map(decided_call, apart), *invalid], message.usage_metadata)
+    own = {id(answer) for answer in apart}
+    for answer in decided:  # never run: a human refused it, or answered in its place
+        if not answer.tool_call_id or id(answer) in own:
+            settle_human_answer(run, answer)  # in order: id-less answers claim by name
+    _settle_invalid(run, invalid)
+
+
+def _apart(decided: list[ToolMessage], calls: list[FunctionCall]) -> list[ToolMessage]:
+    """The human answers whose call is no longer in the ``AIMessage``: each is a call of its own.
+
+    LangChain 1.5's ``HumanInTheLoopMiddleware`` keeps a rejected call in the message and
+    answers it; a middleware that took the call out leaves only its answer.  An answer
+    with an id is its call's when the message still has that id.  An id-less one is one
+    of the message's id-less calls of its name while any is left (which one, the answer
+    does not say: it carries no arguments), else a call of its own.
+    """
     known = {call.call_id for call in calls if call.call_id}
-    # A human-in-the-loop middleware took its rejected calls out of the AIMessage and
-    # answered them itself: they are still this batch's calls.
-    human = [m for m in decided if not m.tool_call_id or m.tool_call_id not in known]
-    invalid = [invalid_call(item) for item in message.invalid_tool_calls]
-    run.model_response([*calls, *map(decided_call, human), *invalid], message.usage_metadata)
-    for answer in human:  # never run: a human refused it, or answered in its place
-        settle_human_answer(run, answer)
+    left = Counter(call.name for call in calls if not call.call_id)
+    apart: list[ToolMessage] = []
+    for answer in decided:
+        if answer.tool_call_id:
+            if answer.tool_call_id not in known:
+                apart.append(answer)
+            continue
+        name = str(answer.name or "")
+        if left[name] > 0:
+            left[name] -= 1
+        else:
+            apart.append(answer)
+    return apart
+
+
+def _settle_invalid(run: GuardedRun, invalid: list[FunctionCall]) -> None:
     for sent in invalid:  # the tools node never runs these: settled here
         call = run.claim_admitted(sent, sent)
         if call is not None:
@@ -82,7 +129,7 @@ def _admit(run: GuardedRun, messages: list[BaseMessage], at: int, message: AIMes
 
 def settle_human_answer(run: GuardedRun, answer: ToolMessage) -> None:
     """``answer`` is a human's in the tool's place: its call never runs (unless seen)."""
-    call = run.claim_admitted(answer, decided_call(answer))
+    call = run.claim_answer(answer)
     if call is not None:
         run.record_if_missing(call, _human_rejected)
 
@@ -92,7 +139,11 @@ def settle_human_answers(run: GuardedRun, messages: list[BaseMessage]) -> None:
     for message in reversed(messages):
         if isinstance(message, AIMessage):
             break
-        if isinstance(message, ToolMessage) and human_decision(message) is not None:
+        if (
+            isinstance(message, ToolMessage)
+            and message.additional_kwargs  # empty for every tool's own answer
+            and human_decision(message) is not None
+        ):
             settle_human_answer(run, message)
 
 

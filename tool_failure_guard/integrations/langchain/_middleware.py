@@ -51,7 +51,12 @@ from tool_failure_guard.integrations.langchain._batches import (
     settle_human_answers,
 )
 from tool_failure_guard.integrations.langchain._model_call import reminders_of, with_reminders
-from tool_failure_guard.integrations.langchain._observe import PROBE, ObservedTools, Probe
+from tool_failure_guard.integrations.langchain._observe import (
+    PROBE,
+    ObservedTools,
+    Probe,
+    with_tool,
+)
 from tool_failure_guard.integrations.langchain._outcomes import outcome_of
 from tool_failure_guard.integrations.langchain._report import (
     REPORT_KEY,
@@ -151,8 +156,8 @@ class RepeatedToolFailureMiddleware(AgentMiddleware[GuardState, Any]):
 
     def _run(self, state: Any) -> GuardedRun | None:
         run_id = state.get(RUN_KEY) if isinstance(state, dict) else None
-        with self._lock:
-            run = self._runs.get(run_id) if isinstance(run_id, str) else None
+        # One lookup is atomic (the lock keeps _start's and _end's updates whole).
+        run = self._runs.get(run_id) if isinstance(run_id, str) else None
         if run is None and not self._unknown_warned:
             self._unknown_warned = True  # once per middleware: a state it did not start
             LOGGER.warning(
@@ -264,11 +269,11 @@ class RepeatedToolFailureMiddleware(AgentMiddleware[GuardState, Any]):
         try:
             result = handler(self._observing(request))
         except BaseException as error:
-            _settle(run, call, request, probe, error=error)
+            _settle(run, call, request, probe, None, error)
             raise
         finally:
             PROBE.reset(token)
-        _settle(run, call, request, probe, result=result)
+        _settle(run, call, request, probe, result, None)
         return result
 
     async def awrap_tool_call(
@@ -288,18 +293,19 @@ class RepeatedToolFailureMiddleware(AgentMiddleware[GuardState, Any]):
         try:
             result = await handler(self._observing(request))
         except BaseException as error:
-            _settle(run, call, request, probe, error=error)
+            _settle(run, call, request, probe, None, error)
             raise
         finally:
             PROBE.reset(token)
-        _settle(run, call, request, probe, result=result)
+        _settle(run, call, request, probe, result, None)
         return result
 
     def _observing(self, request: ToolCallRequest) -> ToolCallRequest:
         """``request`` with the observed copy of its tool (:mod:`._observe`)."""
-        if request.tool is None:
+        tool = request.tool
+        if tool is None:
             return request
-        return request.override(tool=self._observed.observed(request.tool))
+        return with_tool(request, self._observed.observed(tool))
 
 
 def _answer(request: ToolCallRequest, outcome: CallOutcome) -> ToolMessage:
@@ -352,20 +358,16 @@ def _settle(
     call: FunctionCall | None,
     request: ToolCallRequest,
     probe: Probe,
-    *,
-    result: Any = None,
-    error: BaseException | None = None,
+    result: Any,
+    error: BaseException | None,
 ) -> None:
+    attempts = probe.attempts
     try:
         if call is None:
             return  # not one of the open batch's calls (a middleware's own tool call)
-        outcome = outcome_of(
-            call,
-            tool_known=request.tool is not None,
-            attempt=probe.last,
-            result=result,
-            error=error,
-        )
+        attempt = attempts[-1] if attempts else None
+        outcome = outcome_of(call, request.tool is not None, attempt, result, error)
         run.record(call.call_id, outcome)
     finally:
-        probe.forget()  # an exception kept past here would keep its frames alive
+        if attempts:
+            probe.forget()  # an exception kept past here would keep its frames alive

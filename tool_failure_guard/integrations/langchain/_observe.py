@@ -22,6 +22,7 @@ guarded call (none set) is passed through unrecorded.
 
 from __future__ import annotations
 
+import dataclasses
 import operator
 import threading
 from collections import OrderedDict
@@ -31,6 +32,7 @@ from typing import Any
 
 from langchain_core.tools import BaseTool
 from langchain_core.tools.base import _handle_tool_error, _handle_validation_error
+from langgraph.prebuilt.tool_node import ToolCallRequest
 
 from tool_failure_guard.integrations.langchain._outcomes import Attempt
 
@@ -45,10 +47,6 @@ class Probe:
 
     def __init__(self) -> None:
         self.attempts: list[Attempt] = []
-
-    @property
-    def last(self) -> Attempt | None:
-        return self.attempts[-1] if self.attempts else None
 
     def forget(self) -> None:
         """Drop what was recorded once the call is settled (exceptions hold frames)."""
@@ -142,10 +140,18 @@ class ObservedTools:
 
     def observed(self, tool: BaseTool) -> BaseTool:
         key = id(tool)
-        with self._lock:
-            entry = self._copies.get(key)
-        if entry is not None and entry[0] is tool and _unchanged(entry, tool.__dict__):
-            return entry[3]
+        entry = self._copies.get(key)  # one lookup is atomic; the lock keeps updates whole
+        # The tool's fields are the very objects they were when it was copied (checked on
+        # every call, so in C: no Python frame per field).
+        if entry is not None and entry[0] is tool:
+            _, names, values, copy = entry
+            now = tool.__dict__
+            if (
+                len(now) == len(names)
+                and all(map(operator.is_, values, now.values()))
+                and all(map(operator.is_, names, now))
+            ):
+                return copy
         copy = observed_copy(tool)
         fields = tool.__dict__
         with self._lock:
@@ -159,12 +165,34 @@ class ObservedTools:
 _Entry = tuple[BaseTool, tuple[str, ...], tuple[Any, ...], BaseTool]
 
 
-def _unchanged(entry: _Entry, now: dict[str, Any]) -> bool:
-    """The tool's fields are the very objects they were when it was copied (checked on
-    every call, so in C: no Python frame per field)."""
-    _, names, values, _ = entry
+def _plain_request_type() -> bool:
+    """``ToolCallRequest`` is a plain dataclass of the four fields this module knows: an
+    instance is those fields in its ``__dict__``, and nothing runs when one is made."""
     return (
-        len(now) == len(names)
-        and all(map(operator.is_, names, now))
-        and all(map(operator.is_, values, now.values()))
+        dataclasses.is_dataclass(ToolCallRequest)
+        and "__slots__" not in vars(ToolCallRequest)
+        and not hasattr(ToolCallRequest, "__post_init__")
+        and [f.name for f in dataclasses.fields(ToolCallRequest)]
+        == ["tool_call", "tool", "state", "runtime"]
     )
+
+
+_PLAIN_REQUEST = _plain_request_type()
+
+
+def with_tool(request: ToolCallRequest, tool: BaseTool) -> ToolCallRequest:
+    """``request.override(tool=tool)``, made without its price on every call.
+
+    ``override`` is ``dataclasses.replace``: the fields read one by one, then the
+    dataclass ``__init__``, whose every assignment goes through the class's own
+    ``__setattr__`` (a deprecation check of two ``hasattr``).  For the plain dataclass
+    this LangGraph has, the same new request is its fields' dict with ``tool`` replaced;
+    anything else (a subclass, another LangGraph's class) goes through ``override``.
+    """
+    if not _PLAIN_REQUEST or type(request) is not ToolCallRequest:
+        return request.override(tool=tool)
+    copy = object.__new__(ToolCallRequest)
+    fields = copy.__dict__
+    fields.update(request.__dict__)
+    fields["tool"] = tool
+    return copy

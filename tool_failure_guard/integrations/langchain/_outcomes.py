@@ -155,7 +155,6 @@ def replayed(call: FunctionCall) -> CallOutcome:
 
 def outcome_of(
     call: FunctionCall,
-    *,
     tool_known: bool,
     attempt: Attempt | None,
     result: Any = None,

@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import attrs
+from langchain_core.messages import ToolMessage
 
 from tool_failure_guard.core import (
     DEFAULT_TOOL_CALL_CAP,
@@ -83,6 +84,8 @@ class GuardedRun:
         self._blank: list[FunctionCall] = []
         #: claim key -> (token, the call it claimed), for the batch (:func:`_claim_key`)
         self._claims: dict[int | str, tuple[object, FunctionCall]] = {}
+        #: the open batch's calls that must not run (provider replays, past the cap)
+        self._refused: frozenset[str] = frozenset()
         self._actions = ActionLog(ROUTE)
         self._fail_open_warned = False
         self.stop: GuardStop | None = None
@@ -116,25 +119,28 @@ class GuardedRun:
             self._outcomes = {}
             self._blank = [call for call in admission.calls if call.call_id not in sent]
             self._claims = {}
+            self._refused = admission.provider_duplicates | admission.over_cap
         self.tool_calls += len(admission.executable)
 
     def tool_call(self, tool_call: Any) -> tuple[FunctionCall | None, CallOutcome | None]:
         """The open batch's call a ``wrap_tool_call`` is (None: not one), and, when the call
         must not run, the guard's own outcome for it (a provider replay, a call past the
         tool-call cap), already recorded."""
-        call_id = str(tool_call.get("id") or "")
-        name = str(tool_call.get("name") or "")
+        call_id = tool_call.get("id")
         with self._lock:
-            call = self._claim(tool_call, call_id, lambda c: c.name == name, tool_call.get("args"))
-            batch = self._batch
-            if call is None or batch is None:
+            if call_id:
+                call = self._calls.get(str(call_id))
+            else:
+                name = str(tool_call.get("name") or "")
+                call = self._claim(tool_call, "", lambda c: c.name == name, tool_call.get("args"))
+            if call is None or call.call_id not in self._refused:
                 return call, None
+            batch = self._batch
+            assert batch is not None  # _refused is the open batch's
             if batch.is_provider_duplicate(call.call_id):
                 outcome = replayed(call)
-            elif call.call_id in batch.admission.over_cap:
-                outcome = skipped_by_cap(call)
             else:
-                return call, None
+                outcome = skipped_by_cap(call)
             self._outcomes[call.call_id] = outcome
             return call, outcome
 
@@ -143,6 +149,19 @@ class GuardedRun:
         with self._lock:
             return self._claim(
                 token, sent.call_id, lambda call: attrs.evolve(call, call_id="") == sent, sent.args
+            )
+
+    def claim_answer(self, answer: ToolMessage) -> FunctionCall | None:
+        """The admitted call a human's ``answer`` stands for: the call with its id, else the
+        first id-less call of its name not yet claimed (an answer carries no arguments, so
+        none is preferred for its arguments)."""
+        name = str(answer.name or "")
+        with self._lock:
+            return self._claim(
+                answer,
+                answer.tool_call_id,
+                lambda call: call.name == name and call.arguments_error is None,
+                _UNKNOWN_ARGS,
             )
 
     def _claim(
@@ -159,7 +178,7 @@ class GuardedRun:
         if held is not None and (isinstance(key, str) or held[0] is token):
             return held[1]
         named = [call for call in self._blank if same_call(call)]
-        same = [call for call in named if call.args == args]
+        same = [call for call in named if call.args == args] if args is not _UNKNOWN_ARGS else []
         found = same[0] if same else named[0] if named else None
         if found is not None:
             self._blank.remove(found)
@@ -187,7 +206,7 @@ class GuardedRun:
         with self._lock:
             batch, outcomes = self._batch, self._outcomes
             self._batch, self._calls, self._outcomes = None, {}, {}
-            self._blank, self._claims = [], {}
+            self._blank, self._claims, self._refused = [], {}, frozenset()
         if batch is None:
             return None
         for call in batch.calls:  # in the model's order; a call never seen stays missing
@@ -288,6 +307,10 @@ class GuardedRun:
             value = usage.get(field)
             if isinstance(value, int):
                 setattr(self, field, (getattr(self, field) or 0) + value)
+
+
+#: The arguments of a claim that has none to match (a human's answer).
+_UNKNOWN_ARGS = object()
 
 
 def _claim_key(token: object) -> int | str:
