@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import tool_failure_guard
+from tool_failure_guard.commands.bench_startup import FIRST_USE
 from tool_failure_guard.guard import GUARD_MODE_ENV_VAR, GuardMode
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -60,17 +61,6 @@ HOSTS = (
     "tool_failure_guard.statecharts",
     "tool_failure_guard.telemetry",
 )
-
-FIRST_USE = """
-import tool_failure_guard as tfg
-from tool_failure_guard.core import outcomes
-protection = tfg.PromptProtection(tfg.GuardMode.ENFORCE)
-admission = protection.admit([tfg.FunctionCall(call_id="c1", name="read_file", args={"p": 1})])
-batch = protection.open_batch(admission)
-for call in admission.calls:
-    batch.settle(outcomes.failed(call, "file_not_found", "no such file"))
-assert isinstance(protection.after_batch(batch), tfg.Continue)
-"""
 
 
 def test_importing_the_facade_loads_nothing_but_the_facade() -> None:
