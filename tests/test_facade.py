@@ -98,7 +98,9 @@ def _static_imports() -> dict[str, str]:
 
 def test_all_the_lazy_table_and_the_typed_imports_name_the_same_things() -> None:
     static = _static_imports()
-    assert set(tool_failure_guard.__all__) == set(static)
+    assert set(static) == set(tool_failure_guard._HOME)
+    # the subpackages the eager import left as attributes resolve too, outside __all__
+    assert set(tool_failure_guard.__all__) == set(static) - {"guard", "modes"}
     assert len(tool_failure_guard.__all__) == len(set(tool_failure_guard.__all__))
     for name, module in static.items():
         home = tool_failure_guard._HOME[name]
@@ -112,7 +114,9 @@ def test_every_public_name_is_the_very_object_of_its_module() -> None:
         expected = getattr(module, name)
         assert getattr(tool_failure_guard, name) is expected, name
     assert tool_failure_guard.PromptProtection is tool_failure_guard.core.PromptProtection
-    assert tool_failure_guard.core is importlib.import_module("tool_failure_guard.core")
+    for name in ("core", "guard", "modes"):
+        module = importlib.import_module(f"tool_failure_guard.{name}")
+        assert getattr(tool_failure_guard, name) is module
 
 
 def test_a_fresh_facade_lists_resolves_and_star_imports_every_name() -> None:
@@ -121,14 +125,16 @@ import sys
 import tool_failure_guard as tfg
 listed = dir(tfg)
 loaded_by_dir = "attrs" in sys.modules
+submodules = (tfg.guard.__name__, tfg.modes.__name__)  # as the eager import left them
 from tool_failure_guard import RepeatedToolFailureGuard
 namespace = {}
 exec("from tool_failure_guard import *", namespace)
 from tool_failure_guard.guard import RepeatedToolFailureGuard as home
 import tool_failure_guard.guard._guard as defining
 print(repr({
-    "missing_from_dir": sorted(set(tfg.__all__) - set(listed)),
+    "missing_from_dir": sorted({*tfg.__all__, "guard", "modes"} - set(listed)),
     "loaded_by_dir": loaded_by_dir,
+    "submodules": submodules,
     "from_import": RepeatedToolFailureGuard is home is defining.RepeatedToolFailureGuard,
     "star_missing": sorted(set(tfg.__all__) - set(namespace)),
     "star_same": all(namespace[n] is getattr(tfg, n) for n in tfg.__all__),
@@ -141,6 +147,7 @@ print(repr({
     assert ast.literal_eval(out.stdout.splitlines()[-1]) == {
         "missing_from_dir": [],
         "loaded_by_dir": False,
+        "submodules": ("tool_failure_guard.guard", "tool_failure_guard.modes"),
         "from_import": True,
         "star_missing": [],
         "star_same": True,

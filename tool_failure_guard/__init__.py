@@ -21,6 +21,8 @@ import importlib as _importlib
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from tool_failure_guard import core
+    from tool_failure_guard import guard as guard
+    from tool_failure_guard import modes as modes
     from tool_failure_guard.core import (
         DEFAULT_TOOL_CALL_CAP,
         LOOP_INVALID_TOOL_PARAMS,
@@ -74,10 +76,14 @@ if TYPE_CHECKING:
 _CORE = "tool_failure_guard.core"
 _GUARD = "tool_failure_guard.guard"
 #: Where each public name lives: the module it is read from on first use (``core`` is
-#: that submodule itself).  ``tests/test_facade.py`` checks that this table, ``__all__``
-#: and the imports above name the same things, each the very object of its module.
+#: that submodule itself; so are ``guard`` and ``modes``, not in ``__all__``, which the
+#: eager import used to leave here as attributes).  ``tests/test_facade.py`` checks that
+#: this table, ``__all__`` and the imports above name the same things, each the very
+#: object of its module.
 _HOME: dict[str, str] = {
     "core": _CORE,
+    "guard": _GUARD,
+    "modes": "tool_failure_guard.modes",
     "DEFAULT_TOOL_CALL_CAP": _CORE,
     "LOOP_INVALID_TOOL_PARAMS": _CORE,
     "LOOP_PROVIDER_DUPLICATE": _CORE,
