@@ -18,9 +18,10 @@ Method (also in docs/performance.md):
   after checking that both produced identical decisions; whole-corpus passes
   of both are interleaved, with the median and spread of their ratios;
 * the core's per-batch host path against ``observe`` alone
-  (:mod:`~tool_failure_guard.commands.bench_core`), and the start-up CPU of
-  ``import tool_failure_guard`` and of the agent answering ``initialize``
-  against ``python -c pass`` (:mod:`~tool_failure_guard.commands.bench_startup`);
+  (:mod:`~tool_failure_guard.commands.bench_core`), and the start-up CPU (and,
+  with valgrind, instructions) of ``import tool_failure_guard``, of its first use
+  and of the agent answering ``initialize`` against ``python -c pass``
+  (:mod:`~tool_failure_guard.commands.bench_startup`);
 * a yardstick -- :class:`YardstickReducer`, a plain hand-written reducer that
   exists only here -- is checked to reach the guard's decisions and state on
   every batch, then both are timed over the same prepared receipts (reducers

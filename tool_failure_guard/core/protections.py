@@ -29,9 +29,8 @@ prompt's :class:`LoopLatch`; later ones record nothing.
 
 from __future__ import annotations
 
-import hashlib
-import json
-from collections.abc import Iterable, Mapping, Sequence
+import functools
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 import attrs
@@ -84,21 +83,37 @@ class Admission:
         return tuple(c for c in self.executable if c.call_id not in self.over_cap)
 
 
-#: ``json.dumps(args, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-#: default=repr)``, with the encoder made once rather than per call (same text).
-_CANONICAL = json.JSONEncoder(
-    sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=repr
-).encode
-_SHA256 = hashlib.sha256
+@functools.cache
+def _canonical_and_digest() -> tuple[Callable[[Any], str], Callable[[bytes], str]]:
+    """The canonical JSON encoder and the sha256 hex digest, made at the first fingerprint.
+
+    The encoder is ``json.dumps(args, sort_keys=True, separators=(",", ":"),
+    ensure_ascii=False, default=repr)``, made once rather than per call (same text).
+    Importing ``hashlib`` (it loads OpenSSL) and ``json`` costs 16 M instructions, and a
+    run whose call ids never come back takes no fingerprint.
+    """
+    import hashlib
+    import json
+
+    encoder = json.JSONEncoder(
+        sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=repr
+    )
+    sha256 = hashlib.sha256
+
+    def digest(data: bytes) -> str:
+        return sha256(data).hexdigest()
+
+    return encoder.encode, digest
 
 
 def call_fingerprint(name: str, args: Mapping[str, Any]) -> str:
     """What makes two calls the same call: the tool name and the arguments (canonical JSON)."""
+    canonical_of, digest = _canonical_and_digest()
     try:
-        canonical = _CANONICAL(args)
+        canonical = canonical_of(args)
     except (TypeError, ValueError, RecursionError):
         canonical = repr(args)
-    return _SHA256(f"{name}\0{canonical}".encode("utf-8", "replace")).hexdigest()
+    return digest(f"{name}\0{canonical}".encode("utf-8", "replace"))
 
 
 #: An answered call as history gives it: its id, and its fingerprint (None: call unknown).

@@ -24,7 +24,6 @@ engine beside this table.
 from __future__ import annotations
 
 import ast
-import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -193,6 +192,8 @@ def table_module(chart: type[StateChart[Any]] | None = None) -> str:
     declaration order; ``ROWS[source]`` holds, for each facts index, the
     position among ``source``'s transitions of the one taken, as a digit.
     """
+    import json
+
     from tool_failure_guard.statecharts import ACTIONS, CONDITIONS, SETTLE
 
     chart = _chart(chart)
