@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from tool_failure_guard.guard import ExecutionStatus, TerminalStatus
-from tool_failure_guard.transcripts.importers._read import fingerprint, jsonl_records, optional_int
+from tool_failure_guard.transcripts.importers._read import as_int, fingerprint, records
 from tool_failure_guard.transcripts.model import ImportedCall, Run, TranscriptError, Turn
 
 KIND = "qwen-code"
@@ -142,8 +142,8 @@ def _assistant(data: dict[str, Any], path: Path, line: int) -> tuple[Any, ...]:
     return (
         line,
         calls,
-        optional_int(usage.get("promptTokenCount")),
-        optional_int(usage.get("candidatesTokenCount")),
+        as_int(usage.get("promptTokenCount")),
+        as_int(usage.get("candidatesTokenCount")),
     )
 
 
@@ -171,7 +171,7 @@ def read(path: Path) -> Iterator[Run]:
     results: dict[str, _Result] = {}
     tool_types: dict[str, str] = {}
     current: _Prompt | None = None
-    for line, data in jsonl_records(path):
+    for line, data in records(path):
         kind = data.get("type")
         if isinstance(data.get("sessionId"), str):
             session = data["sessionId"]
