@@ -120,27 +120,6 @@ class GuardedAgent:
     async def authenticate(self, method_id: str, **kwargs: Any) -> None:
         return None
 
-    async def _open(
-        self,
-        session_id: str,
-        cwd: str,
-        history: list[Any],
-        mcp_servers: list[Any] | None,
-        pending_input: tuple[str, ...] = (),
-    ) -> GuardedSession:
-        return await open_session(
-            self.config,
-            store=self.store,
-            live=self.live,
-            conn=self.conn,
-            drain_names=self.drain_names,
-            session_id=session_id,
-            cwd=cwd,
-            history=history,
-            mcp_servers=mcp_servers,
-            pending_input=pending_input,
-        )
-
     @staticmethod
     def _check_cwd(cwd: str) -> None:
         path = Path(cwd)
@@ -168,7 +147,7 @@ class GuardedAgent:
             ) from exc
         self.live.claim_writer(session_id)
         try:
-            await self._open(session_id, cwd, [], mcp_servers)
+            await open_session(self, session_id, cwd, [], mcp_servers)
         except BaseException:
             await self.live.release(session_id, "clean")
             raise
@@ -194,8 +173,8 @@ class GuardedAgent:
             self.live.claim_writer(session_id)  # refused if another process has it open
             try:
                 await self.live.make_room(keep=session_id)
-                session = await self._open(
-                    session_id, cwd, loaded.messages, mcp_servers, loaded.pending_input
+                session = await open_session(
+                    self, session_id, cwd, loaded.messages, mcp_servers, loaded.pending_input
                 )
             except BaseException:
                 if not was_live:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import attrs
 
@@ -53,20 +53,26 @@ class AgentConfig:
     max_live_sessions: int = DEFAULT_MAX_LIVE_SESSIONS
 
 
+class Connection(Protocol):
+    """What opening a session needs of the agent's connection."""
+
+    config: AgentConfig
+    store: HistoryStore
+    live: LiveSessions
+    conn: Any  #: the client-side connection (its ``ext_method`` without learnt drain names)
+    drain_names: DrainMethodNames | None
+
+
 async def open_session(
-    config: AgentConfig,
-    *,
-    store: HistoryStore,
-    live: LiveSessions,
-    conn: Any,
-    drain_names: DrainMethodNames | None,
+    agent: Connection,
     session_id: str,
     cwd: str,
     history: list[Any],
     mcp_servers: list[Any] | None,
     pending_input: tuple[str, ...] = (),
 ) -> GuardedSession:
-    """The live session ``session_id`` in ``cwd``, registered in ``live`` (its servers too)."""
+    """The live session ``session_id`` in ``cwd``, registered with ``agent.live``."""
+    config, store, live = agent.config, agent.store, agent.live
     project = Path(cwd)
     env = await load_env_off_loop(project)  # regular files only, bounded, off the loop
     settings = resolve_settings(env, tool_call_cap=config.tool_call_cap)
@@ -81,6 +87,7 @@ async def open_session(
         mcp = await connect_servers(mcp_servers, cwd=project)
         live.mcp[session_id] = mcp
         tools.update(mcp_registry(mcp, settings.mcp_timeout, tools))
+    conn, drain_names = agent.conn, agent.drain_names
     pending = PendingInputLog(store, session_id, pending_input)
     drain = MidTurnInput(
         session_id,
