@@ -131,13 +131,17 @@ def json_document(source: str | os.PathLike[str]) -> dict[str, Any]:
     return data
 
 
-def head_records(head: bytes) -> list[dict[str, Any]]:
-    """The JSON objects among the first complete lines of ``head`` (for sniffing; never raises)."""
+def head_records(head: bytes, limit: int = SNIFF_RECORDS) -> list[dict[str, Any]]:
+    """The JSON objects among the first complete lines of ``head`` (for sniffing; never raises).
+
+    At most ``limit`` of them, from at most ``4 * limit`` lines; it stops at the
+    first line that is not a JSON object.
+    """
     out: list[dict[str, Any]] = []
     lines = head.split(b"\n")
     if len(lines) > 1:
         lines = lines[:-1]  # the last piece may be cut off by the head's size
-    for raw in lines[: SNIFF_RECORDS * 4]:
+    for raw in lines[: limit * 4]:
         if not raw.strip():
             continue
         try:
@@ -147,7 +151,7 @@ def head_records(head: bytes) -> list[dict[str, Any]]:
         if not isinstance(value, dict):
             return out
         out.append(value)
-        if len(out) >= SNIFF_RECORDS:
+        if len(out) >= limit:
             break
     return out
 
