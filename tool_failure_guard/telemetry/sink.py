@@ -230,13 +230,10 @@ class OpenTelemetrySink:
         try:
             label = attributes.loop_label(loop_type)
             self._loop_counter.add(1, {"loop_type": label})
-            self._logger.emit(
-                timestamp=self._clock_ns(),
-                event_name=LOOP_DETECTED_EVENT,
-                severity_number=SeverityNumber.WARN,
-                severity_text="WARN",
-                body=LOOP_DETECTED_EVENT,
-                attributes={"loop_type": label, "prompt_id": str(prompt_id)},
+            self._log(
+                LOOP_DETECTED_EVENT,
+                {"loop_type": label, "prompt_id": str(prompt_id)},
+                SeverityNumber.WARN,
             )
         except Exception as error:
             self._report(error)
@@ -287,12 +284,17 @@ class OpenTelemetrySink:
         except Exception as error:
             self._report(error)
 
-    def _log(self, event: str, record: attributes.Attributes) -> None:
+    def _log(
+        self,
+        event: str,
+        record: attributes.Attributes,
+        severity: SeverityNumber = SeverityNumber.INFO,
+    ) -> None:
         self._logger.emit(
             timestamp=self._clock_ns(),
             event_name=event,
-            severity_number=SeverityNumber.INFO,
-            severity_text="INFO",
+            severity_number=severity,
+            severity_text=severity.name,  # "INFO", "WARN"
             body=event,
             attributes=record,
         )
