@@ -5,15 +5,22 @@ Only behaviour is asserted here; the timings are printed by ``make bench``.
 
 from __future__ import annotations
 
+import logging
+
+import pytest
+
 from tool_failure_guard.commands.bench_corpus import build_corpus
+from tool_failure_guard.commands.bench_logging import guard_records_held
 from tool_failure_guard.commands.bench_yardstick import YardstickReducer, yardstick_agrees
 from tool_failure_guard.guard import (
     BatchReceipt,
     Decision,
     DecisionKind,
+    GuardMode,
     InputBoundary,
     RepeatedToolFailureGuard,
 )
+from tool_failure_guard.integrations._api import LOGGER_NAME, ActionLog
 
 CORPUS = build_corpus(2_000, seed=7)
 
@@ -39,3 +46,36 @@ class ForgetsDowngrades(YardstickReducer):
 
 def test_the_agreement_check_notices_a_reducer_that_decides_differently() -> None:
     assert not yardstick_agrees(CORPUS, ForgetsDowngrades)
+
+
+def test_the_bench_holds_the_guards_log_records_and_puts_the_logger_back(
+    capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger=LOGGER_NAME)
+    logger = logging.getLogger(LOGGER_NAME)
+    before = (list(logger.handlers), list(logger.filters), logger.propagate, logger.level)
+    with guard_records_held():
+        ActionLog("langchain").decided(DecisionKind.STOP, GuardMode.ENFORCE, batch=3, loop_type="x")
+    assert capsys.readouterr().err == "" and caplog.records == []
+    assert (list(logger.handlers), list(logger.filters), logger.propagate, logger.level) == before
+    # outside the bench, the library's record reaches the application as before
+    ActionLog("langchain").decided(DecisionKind.STOP, GuardMode.ENFORCE, batch=3, loop_type="x")
+    assert [r.getMessage() for r in caplog.records] == [
+        "tool-failure-guard (enforce, langchain): stopped the run at batch 3 (x)"
+    ]
+
+
+def test_without_a_handler_the_guards_record_still_reaches_stderr_after_the_bench(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = logging.getLogger()
+    monkeypatch.setattr(root, "handlers", [])  # an application that configured no logging
+    monkeypatch.setattr(logging.getLogger(LOGGER_NAME), "level", logging.NOTSET)
+    with guard_records_held():
+        ActionLog("langchain").decided(DecisionKind.WARN, GuardMode.ENFORCE, batch=2, loop_type="x")
+        assert capsys.readouterr().err == ""
+        # an adapter's fail-open warning, on its child logger, is not held
+        logging.getLogger(f"{LOGGER_NAME}.integrations.langchain").warning("observes nothing")
+        assert capsys.readouterr().err == "observes nothing\n"
+    ActionLog("langchain").decided(DecisionKind.WARN, GuardMode.ENFORCE, batch=2, loop_type="x")
+    assert "injected the reminder at batch 2" in capsys.readouterr().err

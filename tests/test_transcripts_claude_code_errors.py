@@ -14,7 +14,7 @@ from test_transcripts_claude_code import (
 from transcript_files import CODEX, Record, edited, lines_of
 
 from tool_failure_guard.line_input import MAX_LINE_CHARS
-from tool_failure_guard.transcripts.importers import claude_code
+from tool_failure_guard.transcripts.importers import _read, claude_code
 from tool_failure_guard.transcripts.model import TranscriptError
 
 
@@ -49,7 +49,7 @@ def test_bad_json_in_the_middle(tmp_path: Path) -> None:
     path = tmp_path / "bad.jsonl"
     path.write_text("".join(lines), encoding="utf-8")
     error = _error(path)
-    assert error.line == 10 and str(error).startswith(f"{path}:10: not JSON")
+    assert error.line == 10 and str(error).startswith(f"{path}:10: not a JSON record (")
 
 
 def test_a_line_that_is_not_an_object(tmp_path: Path) -> None:
@@ -83,11 +83,18 @@ def test_an_assistant_record_without_a_message(tmp_path: Path) -> None:
     assert str(_error(path)) == f"{path}:6: a assistant record without a message object"
 
 
-def test_a_line_past_the_bound(tmp_path: Path) -> None:
+def test_a_line_past_the_bound(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "long.jsonl"
     first = SUCCESS_SESSION.read_text(encoding="utf-8").splitlines()[0]
-    path.write_text(first + "\n" + " " * (MAX_LINE_CHARS + 1) + "\n", encoding="utf-8")
-    assert str(_error(path)) == f"{path}:2: line longer than {MAX_LINE_CHARS} characters"
+    limit = len(first.encode()) + 1  # the first line, its newline included, is at the bound
+    monkeypatch.setattr(_read, "MAX_LINE_BYTES", limit)
+    path.write_text(first + "\n" + " " * limit + "\n", encoding="utf-8")
+    assert str(_error(path)) == f"{path}:2: a record longer than {limit} bytes"
+
+
+def test_the_line_bound_holds_every_line_the_replay_bound_does() -> None:
+    # a line of MAX_LINE_CHARS characters, each of 4 UTF-8 bytes, newline included
+    assert _read.MAX_LINE_BYTES >= 4 * MAX_LINE_CHARS
 
 
 def test_an_empty_or_missing_file(tmp_path: Path) -> None:

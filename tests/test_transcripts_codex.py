@@ -307,7 +307,7 @@ def test_bad_json_in_the_middle(tmp_path: Path) -> None:
     lines[20] = "{" + lines[20]
     path = tmp_path / "bad.jsonl"
     path.write_text("".join(lines), encoding="utf-8")
-    assert str(_error(path)).startswith(f"{path}:21: not JSON")
+    assert str(_error(path)).startswith(f"{path}:21: not a JSON record (")
 
 
 def test_a_record_without_a_payload_object(tmp_path: Path) -> None:
@@ -336,10 +336,10 @@ def test_a_function_call_without_a_call_id(tmp_path: Path) -> None:
 
 
 def test_a_file_too_large(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from tool_failure_guard.transcripts.importers import _records
+    from tool_failure_guard.transcripts.importers import _read
 
-    monkeypatch.setattr(_records, "MAX_FILE_BYTES", 1000)
-    assert str(_error(SUCCESS)) == f"{SUCCESS}: larger than 1000 bytes"
+    monkeypatch.setattr(_read, "MAX_FILE_BYTES", 1000)
+    assert str(_error(SUCCESS)) == f"{SUCCESS}: larger than 1000 bytes; split it before importing"
 
 
 def test_not_utf8(tmp_path: Path) -> None:
@@ -359,7 +359,7 @@ def test_a_still_running_command_falls_back_to_the_output(tmp_path: Path) -> Non
 
 
 def test_a_long_error_text_is_cut(tmp_path: Path) -> None:
-    from tool_failure_guard.transcripts.importers._records import MAX_ERROR_TEXT
+    from tool_failure_guard.transcripts.importers._vocabulary import MAX_ERROR_TEXT
 
     output = "Process exited with code 1\nOutput:\n" + "x" * (3 * MAX_ERROR_TEXT)
     call = _first_result(tmp_path, None, output)

@@ -5,12 +5,12 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from tool_failure_guard.transcripts.importers import _records
+from tool_failure_guard.transcripts.importers import _vocabulary
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "transcripts.md"
 VOCABULARY = {
     value
-    for name, value in vars(_records).items()
+    for name, value in vars(_vocabulary).items()
     if name.isupper() and isinstance(value, str) and re.fullmatch(r"[a-z_]+", value)
 }
 

@@ -421,3 +421,43 @@ def test_mini_swe_agent_text_based_observations_pair_in_order(tmp_path: Path) ->
         (T.ERROR, "shell_execute_error"),
     ]
     assert run.turns[0].input_tokens is None
+
+
+# -- The one reader: every JSON Lines kind names damage alike -------------------------------
+
+JSONL_FIXTURES = [
+    "claude-code/failing.session.jsonl",
+    "codex/failing.rollout.jsonl",
+    "qwen-code/mostly-successful.jsonl",
+    "tool-failure-guard/read-loop-shadow.jsonl",
+]
+
+
+@pytest.mark.parametrize("fixture", JSONL_FIXTURES)
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        (b"\xff\xfe{}", "not UTF-8 text"),
+        (b"[" * 100_000, "JSON nested too deeply"),
+        (b'{"broken": ', "not a JSON record (Expecting value)"),
+        (b"[1, 2]", "not a JSON object (a list)"),
+    ],
+)
+def test_every_jsonl_kind_names_a_damaged_line_alike(
+    tmp_path: Path, fixture: str, line: bytes, message: str
+) -> None:
+    from tool_failure_guard.transcripts.importers import importer
+
+    source = FIXTURES / fixture
+    lines = source.read_bytes().split(b"\n")
+    lines[2] = line
+    damaged = tmp_path / source.name
+    damaged.write_bytes(b"\n".join(lines))
+    with pytest.raises(TranscriptError) as caught:
+        list(importer(source.parent.name).read(damaged))
+    assert str(caught.value) == f"{damaged}:3: {message}"
+
+
+def test_a_lone_surrogate_in_the_arguments_still_has_a_fingerprint() -> None:
+    assert fingerprint(json.loads('{"path": "\\ud800"}')) != fingerprint({"path": "x"})
+    assert fingerprint("not json") == fingerprint("not json") != fingerprint('"not json"')

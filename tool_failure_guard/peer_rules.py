@@ -46,45 +46,39 @@ QWEN_STATEFUL_READ_TOOLS = frozenset({"task_list"})
 QWEN_TOOL_CALL_LOOP_THRESHOLD = 5
 
 
+def _streak(n: int, signature: Callable[[PeerCall], object | None]) -> Rule:
+    """Fires at the n-th call in a row with the same ``signature``; None breaks the streak."""
+
+    def rule(calls: Sequence[PeerCall]) -> int | None:
+        streak, last = 0, None
+        for number, call in enumerate(calls, start=1):
+            current = signature(call)
+            if current is None:
+                streak, last = 0, None
+                continue
+            streak = streak + 1 if current == last else 1
+            last = current
+            if streak >= n:
+                return number
+        return None
+
+    return rule
+
+
 def identical_calls(n: int, *, exempt: frozenset[str] = frozenset()) -> Rule:
     """Fires at the n-th identical (tool name + arguments) call in a row.
 
     A call of an ``exempt`` tool never counts and ends the streak.
     """
-
-    def rule(calls: Sequence[PeerCall]) -> int | None:
-        streak, last = 0, None
-        for number, call in enumerate(calls, start=1):
-            if call.tool in exempt:
-                streak, last = 0, None
-                continue
-            signature = (call.tool, call.arguments)
-            streak = streak + 1 if signature == last else 1
-            last = signature
-            if streak >= n:
-                return number
-        return None
-
-    return rule
+    return _streak(n, lambda call: None if call.tool in exempt else (call.tool, call.arguments))
 
 
 def same_error_text(n: int, chars: int = 100) -> Rule:
     """Fires when the same tool returned the same error text (first ``chars``) n times in a row."""
-
-    def rule(calls: Sequence[PeerCall]) -> int | None:
-        streak, last = 0, None
-        for number, call in enumerate(calls, start=1):
-            if not call.failed:
-                streak, last = 0, None
-                continue
-            signature = (call.tool, str(call.error_text or "")[:chars])
-            streak = streak + 1 if signature == last else 1
-            last = signature
-            if streak >= n:
-                return number
-        return None
-
-    return rule
+    return _streak(
+        n,
+        lambda call: (call.tool, str(call.error_text or "")[:chars]) if call.failed else None,
+    )
 
 
 GEMINI_CLI = "gemini-cli (5 identical calls)"

@@ -318,5 +318,8 @@ def run(args: argparse.Namespace) -> int:
     from tool_failure_guard.commands.bench_adapters import (
         report_adapters,  # each framework, bare vs guarded
     )
+    from tool_failure_guard.commands.bench_logging import guard_records_held
 
-    return 0 if identical and agrees and report_adapters() else 1
+    with guard_records_held():  # its runs remind and stop on purpose: no WARNING spray
+        adapters_ok = report_adapters()
+    return 0 if identical and agrees and adapters_ok else 1

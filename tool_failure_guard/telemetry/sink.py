@@ -29,7 +29,8 @@ them through in-memory readers and exporters.
 This module is the OpenTelemetry sink; the rest lives beside it and is
 re-exported here, so ``from tool_failure_guard.telemetry.sink import X`` finds each name:
 :mod:`~tool_failure_guard.telemetry.records` (the protocols and records),
-:mod:`~tool_failure_guard.telemetry.names` (names, closed value sets, buckets, labels).
+:mod:`~tool_failure_guard.telemetry.names` (names, closed value sets, buckets, labels);
+:mod:`~tool_failure_guard.telemetry.attributes` builds each record's attributes, bounded.
 :mod:`~tool_failure_guard.telemetry.build` builds the sink ``--telemetry`` names on top of
 this one (it imports this module, never the other way round).
 """
@@ -49,6 +50,7 @@ from tool_failure_guard.guard import (
     GuardMode,
     RepeatedToolFailureGuard,
 )
+from tool_failure_guard.telemetry import attributes
 from tool_failure_guard.telemetry.names import (
     DECISION_LABELS,
     FRAMEWORK_ROUTES,
@@ -62,9 +64,7 @@ from tool_failure_guard.telemetry.names import (
     LOOP_DETECTED_COUNTER,
     LOOP_DETECTED_EVENT,
     LOOP_TYPES,
-    MODES,
     OTEL_ONLY_LOOP_TYPES,
-    OTHER,
     PROMPT_EVENT,
     PROMPT_INPUT_BOUNDARIES,
     PROMPT_LOG_FIELDS,
@@ -79,12 +79,10 @@ from tool_failure_guard.telemetry.names import (
     TOOL_CALL_COUNTER,
     TOOL_CALL_EVENT,
     TOOL_CALL_LOG_FIELDS,
-    UNKNOWN,
     LoopDetectedEvent,
     ProductAnalytics,
     batch_count_bucket,
     failure_count_bucket,
-    logged_ordinal,
     package_version,
     transition_fields,
 )
@@ -140,10 +138,6 @@ __all__ = [
 
 
 # -- the OpenTelemetry sink ---------------------------------------------------
-
-
-def _bounded(value: str | None, allowed: frozenset[str], fallback: str = UNKNOWN) -> str:
-    return value if value is not None and value in allowed else fallback
 
 
 class OpenTelemetrySink:
@@ -218,36 +212,28 @@ class OpenTelemetrySink:
                 return
             labels, key = fields
             self._guard_counter.add(1, labels)
-            record: dict[str, str | int | bool] = dict(labels)
-            record["prompt_id"] = str(prompt_id)
-            record["candidate_ordinal"] = logged_ordinal(decision, guard)
-            record["batch_ordinal"] = int(batch_ordinal)
-            record["receipt_complete"] = bool(receipt.complete)
-            if key is not None:
-                record["execution_error_type"] = key.execution_error_type
-            self._logger.emit(
-                timestamp=self._clock_ns(),
-                event_name=GUARD_LOG_EVENT,
-                severity_number=SeverityNumber.INFO,
-                severity_text="INFO",
-                body=GUARD_LOG_EVENT,
-                attributes=record,
+            record = attributes.guard_record(
+                labels,
+                key,
+                prompt_id=prompt_id,
+                decision=decision,
+                guard=guard,
+                batch_ordinal=batch_ordinal,
+                receipt=receipt,
             )
+            self._log(GUARD_LOG_EVENT, record)
         except Exception as error:
             self._report(error)
 
     def loop_detected(self, *, prompt_id: str, loop_type: str) -> None:
         """Record the stop in OpenTelemetry; forward it to product analytics unless OTel-only."""
         try:
-            label = _bounded(loop_type, LOOP_TYPES, OTHER)
+            label = attributes.loop_label(loop_type)
             self._loop_counter.add(1, {"loop_type": label})
-            self._logger.emit(
-                timestamp=self._clock_ns(),
-                event_name=LOOP_DETECTED_EVENT,
-                severity_number=SeverityNumber.WARN,
-                severity_text="WARN",
-                body=LOOP_DETECTED_EVENT,
-                attributes={"loop_type": label, "prompt_id": str(prompt_id)},
+            self._log(
+                LOOP_DETECTED_EVENT,
+                {"loop_type": label, "prompt_id": str(prompt_id)},
+                SeverityNumber.WARN,
             )
         except Exception as error:
             self._report(error)
@@ -262,25 +248,10 @@ class OpenTelemetrySink:
     def tool_call_settled(
         self, *, terminal_status: str, execution_status: str | None, tool_type: str | None
     ) -> None:
-        """Count one settled call for the execution SLI.
-
-        The terminal status arbitrates cancellation: a call whose terminal
-        status is ``cancelled`` is counted as ``execution_status=cancelled``
-        whatever its frozen execution status, so a cancellation racing an
-        execution error never lands in the SLI numerator.
-        """
+        """Count one settled call for the execution SLI (a cancelled call as ``cancelled``)."""
         try:
-            terminal = _bounded(terminal_status, TOOL_CALL_ATTRIBUTE_VALUES["terminal_status"])
-            if terminal == "cancelled":
-                execution = "cancelled"
-            else:
-                execution = _bounded(
-                    execution_status, TOOL_CALL_ATTRIBUTE_VALUES["execution_status"]
-                )
-            kind = _bounded(tool_type, TOOL_CALL_ATTRIBUTE_VALUES["tool_type"])
             self._tool_call_counter.add(
-                1,
-                {"execution_status": execution, "terminal_status": terminal, "tool_type": kind},
+                1, attributes.tool_call_labels(terminal_status, execution_status, tool_type)
             )
         except Exception as error:
             self._report(error)
@@ -290,52 +261,14 @@ class OpenTelemetrySink:
     def prompt_finished(self, outcome: PromptOutcome) -> None:
         """Log the prompt's outcome record (``PROMPT_EVENT``)."""
         try:
-            record: dict[str, str | int | bool] = {
-                "prompt_id": str(outcome.prompt_id),
-                "route": _bounded(outcome.route, PROMPT_ROUTES, OTHER),
-                "mode": _bounded(outcome.mode, MODES, UNKNOWN),
-                "stop_reason": _bounded(outcome.stop_reason, PROMPT_STOP_REASONS, OTHER),
-                "model_turns": int(outcome.model_turns),
-                "tool_calls": int(outcome.tool_calls),
-                "tool_call_cap": int(outcome.tool_call_cap),
-                "batches": int(outcome.batches),
-                "wall_time_ms": round(outcome.wall_time_s * 1000),
-                "drain_supported": bool(outcome.drain_supported),
-                "input_boundary": _bounded(
-                    outcome.input_boundary, PROMPT_INPUT_BOUNDARIES, UNKNOWN
-                ),
-            }
-            if outcome.loop_type is not None:
-                record["loop_type"] = _bounded(outcome.loop_type, LOOP_TYPES, OTHER)
-            if outcome.input_tokens is not None:
-                record["input_tokens"] = int(outcome.input_tokens)
-            if outcome.output_tokens is not None:
-                record["output_tokens"] = int(outcome.output_tokens)
-            if outcome.model_latency_s is not None:
-                record["model_latency_ms"] = round(outcome.model_latency_s * 1000)
-            self._log(PROMPT_EVENT, record)
+            self._log(PROMPT_EVENT, attributes.prompt_record(outcome))
         except Exception as error:
             self._report(error)
 
     def call_settled(self, record: CallRecord) -> None:
         """Log one settled call (``TOOL_CALL_EVENT``): statuses and tool type only."""
         try:
-            values = TOOL_CALL_ATTRIBUTE_VALUES
-            fields: dict[str, str | int | bool] = {
-                "prompt_id": str(record.prompt_id),
-                "batch_ordinal": int(record.batch_ordinal),
-                "call_ordinal": int(record.call_ordinal),
-                # The raw terminal status (bounded): invariants must see a cancelled call
-                # as cancelled, exactly as the receipt did.
-                "terminal_status": _bounded(record.terminal_status, values["terminal_status"]),
-                "execution_status": _bounded(record.execution_status, values["execution_status"]),
-                "tool_type": _bounded(record.tool_type, values["tool_type"]),
-                "provider_duplicate": bool(record.provider_duplicate),
-            }
-            if record.execution_error_type is not None:
-                # The frozen, classified error type (an enum-like code), never error text.
-                fields["execution_error_type"] = str(record.execution_error_type)
-            self._log(TOOL_CALL_EVENT, fields)
+            self._log(TOOL_CALL_EVENT, attributes.call_record(record))
         except Exception as error:
             self._report(error)
 
@@ -344,23 +277,26 @@ class OpenTelemetrySink:
         try:
             self._log(
                 SESSION_CLOSED_EVENT,
-                {
-                    "session_id": str(session_id),
-                    "close_reason": _bounded(reason, SESSION_CLOSE_REASONS, UNKNOWN),
-                    "prompts": int(prompts),
-                },
+                attributes.session_closed_record(
+                    session_id=session_id, reason=reason, prompts=prompts
+                ),
             )
         except Exception as error:
             self._report(error)
 
-    def _log(self, event: str, attributes: dict[str, str | int | bool]) -> None:
+    def _log(
+        self,
+        event: str,
+        record: attributes.Attributes,
+        severity: SeverityNumber = SeverityNumber.INFO,
+    ) -> None:
         self._logger.emit(
             timestamp=self._clock_ns(),
             event_name=event,
-            severity_number=SeverityNumber.INFO,
-            severity_text="INFO",
+            severity_number=severity,
+            severity_text=severity.name,  # "INFO", "WARN"
             body=event,
-            attributes=attributes,
+            attributes=record,
         )
 
     # -- lifecycle -----------------------------------------------------------

@@ -40,7 +40,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 
-from tool_failure_guard.core.outcomes import CallOutcome, FunctionCall, error_type_of
+from tool_failure_guard.core import outcomes
+from tool_failure_guard.core.outcomes import (
+    INVALID_TOOL_PARAMS,
+    UNHANDLED_EXCEPTION,
+    CallOutcome,
+    FunctionCall,
+    error_type_of,
+)
 from tool_failure_guard.session.tools.builtin import (
     InvalidToolParams,
     Tool,
@@ -159,9 +166,7 @@ class Executor:
         """
         tool = self._registry.get(call.name)
         if tool is None:
-            return _not_started(
-                call, None, None, "tool_not_registered", f"tool {call.name!r} is not registered"
-            )
+            return outcomes.unknown_tool(call, cap_text(f"tool {call.name!r} is not registered"))
         try:
             # Off the event loop (a schema's check is bounded, yet may take up to its
             # budget): session/cancel and the other sessions are served meanwhile.
@@ -172,42 +177,37 @@ class Executor:
                 cancelled,
             )
         except Cancelled:
-            return _cancelled(call, tool, "not_started", "cancelled before execution")
+            return outcomes.cancelled_before(call, tool=tool.name, tool_type=tool.tool_type)
         except InvalidToolParams as exc:
-            return _not_started(call, tool.name, tool.tool_type, "invalid_tool_params", str(exc))
+            return _not_started(call, tool, INVALID_TOOL_PARAMS, str(exc))
         except Exception as exc:  # any failure while checking is a verdict, never a crash
             _log.warning("checking the arguments of %s failed: %s", tool.name, type(exc).__name__)
             return _not_started(
                 call,
-                tool.name,
-                tool.tool_type,
-                "invalid_tool_params",
+                tool,
+                INVALID_TOOL_PARAMS,
                 f"the arguments could not be checked ({type(exc).__name__})",
             )
 
         if cancelled.is_set():
-            return _cancelled(call, tool, "not_started", "cancelled before execution")
+            return outcomes.cancelled_before(call, tool=tool.name, tool_type=tool.tool_type)
         if tool.needs_permission:
             try:
                 answer = await race_cancel(self._ask_permission(call, tool, args), cancelled)
             except Cancelled:
-                return _cancelled(call, tool, "not_started", "cancelled before execution")
+                return outcomes.cancelled_before(call, tool=tool.name, tool_type=tool.tool_type)
             if answer in (PermissionAnswer.REJECTED, PermissionAnswer.CANCELLED):
-                return _cancelled(call, tool, "not_started", "the user did not allow this call")
+                return outcomes.rejected(call, tool=tool.name, tool_type=tool.tool_type)
             if answer is not PermissionAnswer.ALLOWED:
                 return _not_started(
-                    call,
-                    tool.name,
-                    tool.tool_type,
-                    "permission_request_failed",
-                    "the permission request failed",
+                    call, tool, "permission_request_failed", "the permission request failed"
                 )
             if cancelled.is_set():
-                return _cancelled(call, tool, "not_started", "cancelled before execution")
+                return outcomes.cancelled_before(call, tool=tool.name, tool_type=tool.tool_type)
         if on_start is not None:
             await on_start()
             if cancelled.is_set():
-                return _cancelled(call, tool, "not_started", "cancelled before execution")
+                return outcomes.cancelled_before(call, tool=tool.name, tool_type=tool.tool_type)
 
         # Frozen axis: error until the tool settles, so a synchronous raise counts.
         execution_status = "error"
@@ -218,9 +218,9 @@ class Executor:
             raw = await race_cancel(tool.run(args, self._context), cancelled)
             execution_status, execution_error_type = "success", None
         except Cancelled:
-            return _cancelled(call, tool, "cancelled", "cancelled during execution")
+            return outcomes.cancelled_during(call, tool=tool.name, tool_type=tool.tool_type)
         except ToolNotStarted as exc:
-            return _not_started(call, tool.name, tool.tool_type, exc.error_type, str(exc))
+            return _not_started(call, tool, exc.error_type, str(exc))
         except ToolError as exc:
             execution_error_type = exc.error_type
             message = str(exc)
@@ -236,16 +236,12 @@ class Executor:
             execution_error_type = "mcp_tool_error"
 
         if execution_status == "error":
-            outcome = CallOutcome(
-                call_id=call.call_id,
-                name=call.name,
-                policy_tool_name=tool.name,
+            outcome = outcomes.failed(
+                call,
+                execution_error_type or UNHANDLED_EXCEPTION,
+                cap_text(message),
+                tool=tool.name,
                 tool_type=tool.tool_type,
-                terminal_status="error",
-                execution_status="error",
-                execution_error_type=execution_error_type,
-                error_type=execution_error_type,
-                output=cap_text(message),
             )
         else:
             outcome = _post_process(call, tool, raw)
@@ -275,59 +271,16 @@ def _post_process(call: FunctionCall, tool: Tool, raw: bytes) -> CallOutcome:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
-        return CallOutcome(
-            call_id=call.call_id,
-            name=call.name,
-            policy_tool_name=tool.name,
-            tool_type=tool.tool_type,
-            terminal_status="error",
-            execution_status="success",
-            execution_error_type=None,
-            error_type="output_not_text",
-            output="the output is not UTF-8 text",
+        ran = outcomes.succeeded(call, tool=tool.name, tool_type=tool.tool_type)
+        return outcomes.post_processing_failed(
+            ran, "the output is not UTF-8 text", error_type="output_not_text"
         )
-    return CallOutcome(
-        call_id=call.call_id,
-        name=call.name,
-        policy_tool_name=tool.name,
-        tool_type=tool.tool_type,
-        terminal_status="success",
-        execution_status="success",
-        execution_error_type=None,
-        output=cap_text(text),
-    )
+    return outcomes.succeeded(call, cap_text(text), tool=tool.name, tool_type=tool.tool_type)
 
 
-def _not_started(
-    call: FunctionCall,
-    policy_tool_name: str | None,
-    tool_type: str | None,
-    error_type: str,
-    message: str,
-) -> CallOutcome:
-    return CallOutcome(
-        call_id=call.call_id,
-        name=call.name,
-        policy_tool_name=policy_tool_name,
-        tool_type=tool_type,
-        terminal_status="error",
-        execution_status="not_started",
-        execution_error_type=error_type,
-        error_type=error_type,
-        output=cap_text(message),
-    )
-
-
-def _cancelled(call: FunctionCall, tool: Tool, execution_status: str, message: str) -> CallOutcome:
-    return CallOutcome(
-        call_id=call.call_id,
-        name=call.name,
-        policy_tool_name=tool.name,
-        tool_type=tool.tool_type,
-        terminal_status="cancelled",
-        execution_status=execution_status,
-        execution_error_type=None,
-        output=message,
+def _not_started(call: FunctionCall, tool: Tool, error_type: str, message: str) -> CallOutcome:
+    return outcomes.not_started(
+        call, error_type, cap_text(message), tool=tool.name, tool_type=tool.tool_type
     )
 
 

@@ -3,7 +3,9 @@
 :func:`~tool_failure_guard.session.transport.serve.serve` runs a
 :class:`GuardedAgent` on stdio with the ACP Python SDK.  The live sessions,
 their one lock each, their history writer locks and their bound are
-:mod:`~tool_failure_guard.session.transport.lifecycle`'s.
+:mod:`~tool_failure_guard.session.transport.lifecycle`'s; building a session
+(settings, tools, MCP servers, drain, model) and :class:`AgentConfig` are
+:mod:`~tool_failure_guard.session.transport.opening`'s.
 """
 
 from __future__ import annotations
@@ -12,11 +14,9 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import attrs
 from acp import PROTOCOL_VERSION
 from acp.exceptions import RequestError
 from acp.helpers import update_agent_message_text
@@ -34,43 +34,22 @@ from acp.schema import (
     SessionCloseCapabilities,
 )
 
-from tool_failure_guard.session.config.envconfig import (
-    EnvConfig,
-    load_env_off_loop,
-)
 from tool_failure_guard.session.config.settings import DEFAULT_MCP_TIMEOUT as DEFAULT_MCP_TIMEOUT
-from tool_failure_guard.session.config.settings import resolve_settings
-from tool_failure_guard.session.model.base import Model
 from tool_failure_guard.session.persistence.history import HistoryStore, HistoryWriteError
 from tool_failure_guard.session.persistence.messages import HistoryError
-from tool_failure_guard.session.persistence.pending import PendingInputLog
 from tool_failure_guard.session.persistence.replay import replay_updates
-from tool_failure_guard.session.pipeline.drain import (
-    DEFAULT_DRAIN_TIMEOUT,
-    STEERING_METHOD,
-    MidTurnInput,
-)
-from tool_failure_guard.session.pipeline.session import (
-    CHANNEL_PROMPT_META_KEY,
-    GuardedSession,
-    SessionOptions,
-)
-from tool_failure_guard.session.tools.builtin import ToolContext, default_tools
-from tool_failure_guard.session.tools.executor import Executor
+from tool_failure_guard.session.pipeline.drain import STEERING_METHOD
+from tool_failure_guard.session.pipeline.session import CHANNEL_PROMPT_META_KEY, GuardedSession
 from tool_failure_guard.session.transport.drain_names import DrainMethodNames
-from tool_failure_guard.session.transport.lifecycle import (
-    CLOSE,
-    DEFAULT_MAX_LIVE_SESSIONS,
-    LOAD,
-    PROMPT,
-    LiveSessions,
-)
-from tool_failure_guard.telemetry.sink import GuardTelemetry, NullTelemetry
+from tool_failure_guard.session.transport.lifecycle import CLOSE, LOAD, PROMPT, LiveSessions
+from tool_failure_guard.session.transport.opening import AgentConfig, open_session
 
 if TYPE_CHECKING:  # the MCP SDK is imported only when a client names servers (start-up time)
     from tool_failure_guard.session.tools.mcp import SessionMcp
 
 _log = logging.getLogger("session.agent")
+
+__all__ = ["DEFAULT_MCP_TIMEOUT", "HISTORY_META_KEY", "AgentConfig", "GuardedAgent"]
 
 AGENT_NAME = "tool-failure-guard"
 AGENT_VERSION = "0.1.0"
@@ -79,22 +58,6 @@ AGENT_VERSION = "0.1.0"
 HISTORY_META_KEY = "toolFailureGuardHistory"
 #: How long a disconnected agent waits for its cancelled prompts to persist and end.
 DISCONNECT_GRACE_S = 5.0
-
-
-@attrs.frozen(kw_only=True)
-class AgentConfig:
-    model_factory: Callable[[], Model]
-    state_dir: Path
-    #: When set, wins over ``model_factory``: a model built from the session's merged
-    #: environment (the OpenAI-compatible provider reads its endpoint and key there).
-    session_model_factory: Callable[[EnvConfig], Model] | None = None
-    telemetry: GuardTelemetry = attrs.field(factory=NullTelemetry)
-    drain_timeout: float = DEFAULT_DRAIN_TIMEOUT
-    report_decisions: bool = False
-    #: ``--max-tool-calls``; None: ``TOOL_FAILURE_GUARD_MAX_TOOL_CALLS`` or the default.
-    tool_call_cap: int | None = None
-    #: Live sessions per connection; one more closes the least recently used idle one.
-    max_live_sessions: int = DEFAULT_MAX_LIVE_SESSIONS
 
 
 def _prompt_texts(prompt: list[Any]) -> list[str]:
@@ -157,67 +120,6 @@ class GuardedAgent:
     async def authenticate(self, method_id: str, **kwargs: Any) -> None:
         return None
 
-    async def _open(
-        self,
-        session_id: str,
-        cwd: str,
-        history: list[Any],
-        mcp_servers: list[Any] | None,
-        pending_input: tuple[str, ...] = (),
-    ) -> GuardedSession:
-        project = Path(cwd)
-        env = await load_env_off_loop(project)  # regular files only, bounded, off the loop
-        settings = resolve_settings(env, tool_call_cap=self.config.tool_call_cap)
-        mode = settings.mode  # resolved once, when the session is created
-        context = ToolContext(cwd=project, shell_timeout=settings.shell_timeout)
-        await self.live.close_servers(session_id)  # session/load starts the servers afresh
-        tools = default_tools()
-        if mcp_servers:
-            from tool_failure_guard.session.tools.mcp import connect_servers
-            from tool_failure_guard.session.tools.mcp_tools import mcp_registry
-
-            mcp = await connect_servers(mcp_servers, cwd=project)
-            self.mcp[session_id] = mcp
-            tools.update(mcp_registry(mcp, settings.mcp_timeout, tools))
-        conn = self.conn
-        pending = PendingInputLog(self.store, session_id, pending_input)
-        drain = MidTurnInput(
-            session_id,
-            # the learnt wire name; a client object without a raw path: its ext_method
-            self.drain_names.request if self.drain_names else getattr(conn, "ext_method", None),
-            timeout=self.config.drain_timeout,
-            on_queue_change=pending.changed,
-            declared=settings.boundary,
-        )
-        drain.restore(pending_input)
-        _log.info(
-            "session %s: guard mode %s, input boundary %s",
-            session_id,
-            mode.value,
-            settings.boundary.value,
-        )
-        session = GuardedSession(
-            session_id=session_id,
-            client=conn,
-            model=(
-                self.config.session_model_factory(env)
-                if self.config.session_model_factory is not None
-                else self.config.model_factory()
-            ),
-            executor_factory=lambda s: Executor(tools, context, s.ask_permission),
-            store=self.store,
-            telemetry=self.config.telemetry,
-            mode=mode,
-            drain=drain,
-            options=SessionOptions(
-                tool_call_cap=settings.tool_call_cap, report_decisions=self.config.report_decisions
-            ),
-            history=history,
-            pending=pending,
-        )
-        self.sessions[session_id] = session
-        return session
-
     @staticmethod
     def _check_cwd(cwd: str) -> None:
         path = Path(cwd)
@@ -245,7 +147,7 @@ class GuardedAgent:
             ) from exc
         self.live.claim_writer(session_id)
         try:
-            await self._open(session_id, cwd, [], mcp_servers)
+            await open_session(self, session_id, cwd, [], mcp_servers)
         except BaseException:
             await self.live.release(session_id, "clean")
             raise
@@ -271,8 +173,8 @@ class GuardedAgent:
             self.live.claim_writer(session_id)  # refused if another process has it open
             try:
                 await self.live.make_room(keep=session_id)
-                session = await self._open(
-                    session_id, cwd, loaded.messages, mcp_servers, loaded.pending_input
+                session = await open_session(
+                    self, session_id, cwd, loaded.messages, mcp_servers, loaded.pending_input
                 )
             except BaseException:
                 if not was_live:

@@ -6,10 +6,11 @@ is this kind's) and ``read(path) -> Iterator[Run]`` (raises
 :class:`~tool_failure_guard.transcripts.model.TranscriptError` naming
 ``file:line`` on a damaged or truncated file).  Modules are imported only when
 asked for, so one kind's parser never costs another's; a kind whose module is
-not installed is left out of sniffing.  Shared helpers live in ``_read``:
-``fingerprint`` (arguments as key-sorted JSON, digested: the identical-call
-rules' key), ``jsonl_records`` / ``json_document`` (bounded reads, errors
-naming ``file:line``, "truncated" for a cut-short end).
+not installed is left out of sniffing.  Every importer reads through the one
+reader in ``_read``: ``records`` / ``json_document`` (bounded reads, errors
+naming ``file:line``, "truncated" for a cut-short end) and ``fingerprint``
+(arguments as key-sorted JSON, digested: the identical-call rules' key);
+``_vocabulary`` holds the error types they emit.
 """
 
 from __future__ import annotations

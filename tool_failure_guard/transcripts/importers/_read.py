@@ -1,112 +1,163 @@
-"""What every importer shares: bounded reading of JSON Lines and JSON files, and fingerprints.
+"""The one reader every importer uses: bounded JSON Lines and JSON files, and fingerprints.
 
-Every error is a :class:`~tool_failure_guard.transcripts.model.TranscriptError`
-naming ``file:line``; a last line cut short (no newline and not JSON) says
-"truncated".  Nothing read here is ever printed.
+:func:`records` reads a JSON Lines file one bounded line at a time (at most
+:data:`MAX_LINE_BYTES` bytes a line, at most :data:`MAX_FILE_BYTES` a file)
+and yields each JSON object with its 1-based line number; :func:`json_document`
+reads a whole-file JSON object (mini-swe-agent's trajectory).  Anything else
+is a :class:`~tool_failure_guard.transcripts.model.TranscriptError` naming
+``file:line``: a line that is not JSON (``truncated`` when it is the last line
+and has no newline: a file cut off mid-write), not UTF-8 or nested too deeply,
+a value that is not an object, a line too long, a file too large, an empty
+file.  Nothing read here is ever printed.
+
+:func:`fingerprint` is the stable digest of a call's arguments: SHA-256 of
+their canonical JSON (sorted keys, no insignificant whitespace, UTF-8), or of
+the raw text when the agent recorded arguments that are not JSON.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
-from collections.abc import Iterator, Mapping
-from pathlib import Path
-from typing import Any
+import os
+from collections.abc import Iterator
+from typing import Any, Final
 
 from tool_failure_guard.transcripts.model import TranscriptError
 
 #: The largest transcript file read (bytes); a bigger one is an error, not a silent cut.
-MAX_FILE_BYTES = 1 << 30
-#: The longest JSON Lines record read (bytes).
-MAX_LINE_BYTES = 64 << 20
+MAX_FILE_BYTES: Final = 1024 * 1024 * 1024
+#: The longest JSON Lines record read (bytes, its newline included).
+MAX_LINE_BYTES: Final = 64 * 1024 * 1024
+#: How many records a sniffer parses from the head at most.
+SNIFF_RECORDS: Final = 8
 
 _CANONICAL = json.JSONEncoder(
-    sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=repr
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str
 )
 
 
 def fingerprint(arguments: Any) -> str:
-    """A stable digest of a call's arguments: key-sorted JSON (Qwen Code's canonical form)."""
+    """``sha256:<hex>`` of the canonical JSON of ``arguments`` (a str that is not JSON: itself)."""
     if isinstance(arguments, str):
-        with contextlib.suppress(ValueError):  # not JSON: the text itself is the arguments
+        try:
             arguments = json.loads(arguments)
-    text = _CANONICAL.encode(arguments)
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+        except (ValueError, RecursionError):
+            text = arguments
+        else:
+            text = _CANONICAL.encode(arguments)
+    else:
+        text = _CANONICAL.encode(arguments)
+    # a lone surrogate (a JSON "\ud800" escape) is kept, not an encoding error
+    return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def _check_size(path: Path) -> None:
+def _checked_size(path: str) -> int:
     try:
-        size = path.stat().st_size
+        size = os.path.getsize(path)
     except OSError as exc:
-        raise TranscriptError(str(path), None, f"cannot read: {exc.strerror or exc}") from None
+        raise TranscriptError(path, None, f"cannot read: {exc.strerror or exc}") from None
     if size > MAX_FILE_BYTES:
         raise TranscriptError(
-            str(path), None, f"larger than {MAX_FILE_BYTES} bytes; split it before importing"
+            path, None, f"larger than {MAX_FILE_BYTES} bytes; split it before importing"
         )
+    return size
 
 
-def jsonl_records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Each non-blank line of a JSON Lines file as ``(line number, object)``."""
-    _check_size(path)
-    name = str(path)
+def records(source: str | os.PathLike[str]) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Each non-blank line of a JSON Lines file as ``(line number, JSON object)``."""
+    path = os.fspath(source)
+    if _checked_size(path) == 0:
+        raise TranscriptError(path, None, "empty file")
+    limit = MAX_LINE_BYTES
     try:
-        handle = path.open("rb")
+        handle = open(path, "rb")  # noqa: SIM115 - closed by the with below
     except OSError as exc:
-        raise TranscriptError(name, None, f"cannot read: {exc.strerror or exc}") from None
+        raise TranscriptError(path, None, f"cannot read: {exc.strerror or exc}") from None
     with handle:
         number = 0
-        for raw in handle:
+        while raw := handle.readline(limit + 1):
             number += 1
-            if len(raw) > MAX_LINE_BYTES:
-                raise TranscriptError(name, number, f"a record longer than {MAX_LINE_BYTES} bytes")
-            if not raw.strip():
+            if len(raw) > limit:
+                raise TranscriptError(path, number, f"a record longer than {limit} bytes")
+            try:  # a byte-order mark may open the file
+                text = raw.decode("utf-8-sig" if number == 1 else "utf-8")
+            except UnicodeDecodeError:
+                raise TranscriptError(path, number, "not UTF-8 text") from None
+            if not text.strip():
                 continue
-            try:
-                data = json.loads(raw)
-            except (ValueError, RecursionError):
-                if not raw.endswith(b"\n"):
-                    raise TranscriptError(
-                        name, number, "truncated: the last record is cut short"
-                    ) from None
-                raise TranscriptError(name, number, "not a JSON record") from None
-            if not isinstance(data, dict):
-                raise TranscriptError(name, number, "a record must be a JSON object")
-            yield number, data
+            yield number, _record(text, path, number)
 
 
-def json_document(path: Path) -> dict[str, Any]:
-    """A whole-file JSON object; a cut-short file names the line where it ends."""
-    _check_size(path)
-    name = str(path)
+def _record(text: str, path: str, number: int) -> dict[str, Any]:
     try:
-        text = path.read_bytes().decode("utf-8")
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        if not text.endswith("\n"):  # only the last line can lack its newline
+            raise TranscriptError(
+                path, number, "truncated: the last line is an incomplete JSON record"
+            ) from None
+        raise TranscriptError(path, number, f"not a JSON record ({exc.msg})") from None
+    except RecursionError:
+        raise TranscriptError(path, number, "JSON nested too deeply") from None
+    if not isinstance(value, dict):
+        raise TranscriptError(path, number, f"not a JSON object (a {type(value).__name__})")
+    return value
+
+
+def json_document(source: str | os.PathLike[str]) -> dict[str, Any]:
+    """A whole-file JSON object; a cut-short file names the line where it ends."""
+    path = os.fspath(source)
+    _checked_size(path)
+    try:
+        with open(path, "rb") as handle:
+            text = handle.read().decode("utf-8")
     except OSError as exc:
-        raise TranscriptError(name, None, f"cannot read: {exc.strerror or exc}") from None
+        raise TranscriptError(path, None, f"cannot read: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:
-        raise TranscriptError(name, None, f"not UTF-8 text ({exc.reason})") from None
+        raise TranscriptError(path, None, f"not UTF-8 text ({exc.reason})") from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         if exc.pos >= len(text.rstrip()) or exc.msg.startswith("Unterminated string"):
             raise TranscriptError(
-                name, exc.lineno, "truncated: the JSON document ends early"
+                path, exc.lineno, "truncated: the JSON document ends early"
             ) from None
-        raise TranscriptError(name, exc.lineno, f"not JSON ({exc.msg})") from None
+        raise TranscriptError(path, exc.lineno, f"not JSON ({exc.msg})") from None
     except RecursionError:
-        raise TranscriptError(name, None, "JSON nested too deeply") from None
+        raise TranscriptError(path, None, "JSON nested too deeply") from None
     if not isinstance(data, dict):
-        raise TranscriptError(name, 1, "the document must be a JSON object")
+        raise TranscriptError(path, 1, "the document must be a JSON object")
     return data
 
 
-def field(data: Mapping[str, Any], key: str, kind: type, path: Path, line: int) -> Any:
-    """``data[key]`` of type ``kind``, else an error naming the record."""
-    value = data.get(key)
-    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        raise TranscriptError(str(path), line, f"{key!r} missing or not a {kind.__name__}")
+def head_records(head: bytes, limit: int = SNIFF_RECORDS) -> list[dict[str, Any]]:
+    """The JSON objects among the first complete lines of ``head`` (for sniffing; never raises).
+
+    At most ``limit`` of them, from at most ``4 * limit`` lines; it stops at the
+    first line that is not a JSON object.
+    """
+    out: list[dict[str, Any]] = []
+    lines = head.split(b"\n")
+    if len(lines) > 1:
+        lines = lines[:-1]  # the last piece may be cut off by the head's size
+    for raw in lines[: limit * 4]:
+        if not raw.strip():
+            continue
+        try:
+            value = json.loads(raw)
+        except ValueError:
+            return out
+        if not isinstance(value, dict):
+            return out
+        out.append(value)
+        if len(out) >= limit:
+            break
+    return out
+
+
+def as_int(value: Any) -> int | None:
+    """A recorded token count, or None (bools, negatives and non-integers are not counts)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        return None
     return value
-
-
-def optional_int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None

@@ -37,7 +37,8 @@ import attrs
 from tool_failure_guard.transcripts.model import ImportedCall, Run, TranscriptError, Turn
 
 from . import _claude_outcomes as outcomes
-from ._records import as_int, bounded_text, fingerprint, head_records, records
+from ._read import as_int, fingerprint, head_records, records
+from ._vocabulary import bounded_text
 
 KIND: Final = "claude-code"
 _SESSION_ONLY_TYPES: Final = frozenset(

@@ -34,7 +34,8 @@ import attrs
 from tool_failure_guard.transcripts.model import ImportedCall, Run, TranscriptError, Turn
 
 from . import _codex_outcomes as outcomes
-from ._records import as_int, bounded_text, fingerprint, head_records, records
+from ._read import as_int, fingerprint, head_records, records
+from ._vocabulary import bounded_text
 
 KIND: Final = "codex"
 _RECORD_TYPES: Final = frozenset(

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from tool_failure_guard.guard import ExecutionStatus, TerminalStatus
-from tool_failure_guard.transcripts.importers._read import fingerprint, json_document, optional_int
+from tool_failure_guard.transcripts.importers._read import as_int, fingerprint, json_document
 from tool_failure_guard.transcripts.model import ImportedCall, Run, TranscriptError, Turn
 
 KIND = "mini-swe-agent"
@@ -77,7 +77,7 @@ def _usage(extra: dict[str, Any]) -> tuple[int | None, int | None]:
     usage = response.get("usage") if isinstance(response, dict) else None
     if not isinstance(usage, dict):
         return None, None
-    return optional_int(usage.get("prompt_tokens")), optional_int(usage.get("completion_tokens"))
+    return as_int(usage.get("prompt_tokens")), as_int(usage.get("completion_tokens"))
 
 
 def _refused_calls(extra: dict[str, Any]) -> list[dict[str, Any]]:

@@ -37,7 +37,7 @@ from tool_failure_guard.core.outcomes import (
 from tool_failure_guard.guard import ExecutionStatus, TerminalStatus
 from tool_failure_guard.session.persistence.assembly import INTERRUPTED
 from tool_failure_guard.session.persistence.messages import HistoryError, Message, Part, SettledCall
-from tool_failure_guard.transcripts.importers._read import fingerprint, jsonl_records
+from tool_failure_guard.transcripts.importers._read import fingerprint, records
 from tool_failure_guard.transcripts.model import ImportedCall, Run, TranscriptError, Turn
 
 KIND = "tool-failure-guard"
@@ -95,7 +95,7 @@ def read(path: Path) -> Iterator[Run]:
     turns: dict[str, list[tuple[int, list[Part]]]] = {}
     responses: dict[str, Part] = {}
     settled: dict[str, Part] = {}
-    for line, data in jsonl_records(path):
+    for line, data in records(path):
         where = f"{path}:{line}"
         kind = data.get("type")
         try:

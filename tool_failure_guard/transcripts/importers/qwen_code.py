@@ -23,13 +23,17 @@ agent's own record):
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from tool_failure_guard.guard import ExecutionStatus, TerminalStatus
-from tool_failure_guard.transcripts.importers._read import fingerprint, jsonl_records, optional_int
+from tool_failure_guard.transcripts.importers._read import (
+    as_int,
+    fingerprint,
+    head_records,
+    records,
+)
 from tool_failure_guard.transcripts.model import ImportedCall, Run, TranscriptError, Turn
 
 KIND = "qwen-code"
@@ -54,25 +58,12 @@ _SNIFF_RECORDS = 20
 
 def sniff(path: Path, head: bytes) -> bool:
     """A Qwen Code session record: ``sessionId`` + ``uuid`` records, Gemini-style ``parts``."""
-    seen = 0
-    lines = head.split(b"\n")
-    if not head.endswith(b"\n"):
-        lines = lines[:-1]  # cut off by the head's size
-    for raw in lines:
-        if not raw.strip():
-            continue
-        try:
-            data = json.loads(raw)
-        except ValueError:
-            return False
-        if not isinstance(data, dict) or "sessionId" not in data or "uuid" not in data:
+    for data in head_records(head, _SNIFF_RECORDS):
+        if "sessionId" not in data or "uuid" not in data:
             return False
         message = data.get("message")
         if isinstance(message, dict):
             return isinstance(message.get("parts"), list)
-        seen += 1
-        if seen >= _SNIFF_RECORDS:
-            return False
     return False
 
 
@@ -142,8 +133,8 @@ def _assistant(data: dict[str, Any], path: Path, line: int) -> tuple[Any, ...]:
     return (
         line,
         calls,
-        optional_int(usage.get("promptTokenCount")),
-        optional_int(usage.get("candidatesTokenCount")),
+        as_int(usage.get("promptTokenCount")),
+        as_int(usage.get("candidatesTokenCount")),
     )
 
 
@@ -171,7 +162,7 @@ def read(path: Path) -> Iterator[Run]:
     results: dict[str, _Result] = {}
     tool_types: dict[str, str] = {}
     current: _Prompt | None = None
-    for line, data in jsonl_records(path):
+    for line, data in records(path):
         kind = data.get("type")
         if isinstance(data.get("sessionId"), str):
             session = data["sessionId"]
