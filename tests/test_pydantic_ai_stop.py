@@ -178,6 +178,40 @@ def test_end_raises_for_a_run_given_a_structured_output_type_at_run_time() -> No
         assert isinstance(agent.run_sync("go").output, ProtectionStop)  # the same guard: text
 
 
+@pytest.mark.parametrize(
+    "run_output_type",
+    [TextOutput(shout), [TextOutput(shout), Summary]],
+    ids=["text-function", "text-function-or-model"],
+)
+def test_end_raises_for_a_text_agent_given_a_text_function_at_run_time(
+    run_output_type: Any,
+) -> None:
+    """The run's output type decides, not the agent's: ``output_type=`` of the run wins."""
+    with serve(FakeOpenAI(batches(*[LOOP] * 5))) as fake:
+        model = OpenAIChatModel(
+            "test-model", provider=OpenAIProvider(base_url=fake.base_url, api_key="k")
+        )
+        guard = RepeatedToolFailureCapability(mode="enforce", on_stop="end")
+        agent = Agent(model, tools=[fetch], capabilities=[guard])  # declared str
+        with pytest.raises(ProtectionStopped) as raised:
+            agent.run_sync("go", output_type=run_output_type)
+        assert len(fake.requests) == 3  # none after the stop
+    assert raised.value.key == KEY
+    assert raised.value.all_messages()[-1].model_name == STOP_MODEL_NAME  # type: ignore[union-attr]
+
+
+def test_end_gives_the_stop_text_to_a_structured_agent_run_as_plain_text() -> None:
+    with serve(FakeOpenAI(batches(*[LOOP] * 5))) as fake:
+        model = OpenAIChatModel(
+            "test-model", provider=OpenAIProvider(base_url=fake.base_url, api_key="k")
+        )
+        guard = RepeatedToolFailureCapability(mode="enforce", on_stop="end")
+        agent = Agent(model, tools=[fetch], capabilities=[guard], output_type=Summary)
+        output = agent.run_sync("go", output_type=str).output
+        assert len(fake.requests) == 3
+    assert isinstance(output, ProtectionStop) and output.stop.key == KEY
+
+
 def test_a_typed_run_that_is_not_stopped_keeps_its_typed_output() -> None:
     answers = [*batches(LOOP)[:1], Reply(calls=(call("o", "final_result", {"text": "ok"}),))]
     ran = guarded_run(answers, [fetch], on_stop="end", agent_options={"output_type": Summary})

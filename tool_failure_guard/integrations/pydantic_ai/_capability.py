@@ -13,11 +13,13 @@ Framework event -> core call, and core action -> framework effect:
   batch's tool returns (kept in the history, so in every later request);
   ``Stop`` -> the tool returns and the stop text go into the history and the run
   ends without another model request: it raises :class:`ProtectionStopped`
-  (``on_stop="error"``), or ends with :class:`ProtectionStop` as its output
-  (``on_stop="end"``, where the output type is plain text);
+  (``on_stop="error"``), or (``on_stop="end"``) goes on as the run's text answer;
 - ``before_model_request``: after a stop, no request reaches the model, whatever
   asks for one (``SkipModelRequest`` with the stop text); a batch still open
   here was never settled: the fail-open warning, now;
+- ``wrap_output_process``: after a stop the output is the stop text: the run ends
+  with :class:`ProtectionStop` where the *run's* output is plain ``str``, else it
+  raises :class:`ProtectionStopped`;
 - ``wrap_run``: a batch cancelled or aborted mid-way settles as interrupted; the
   run's report (``report_of``), the per-run outcome record.
 
@@ -43,7 +45,7 @@ from pydantic_ai.exceptions import (
     UsageLimitExceeded,
 )
 from pydantic_ai.messages import ModelRequest, ToolCallPart
-from pydantic_ai.result import FinalResult
+from pydantic_ai.output import OutputContext
 from pydantic_ai.tools import RunContext
 from pydantic_ai.toolsets import AbstractToolset
 from pydantic_graph import End
@@ -56,11 +58,10 @@ from tool_failure_guard.core import (
     provider_duplicate,
 )
 from tool_failure_guard.guard import GuardMode
-from tool_failure_guard.integrations._api import StopBehaviour, stop_behaviour
+from tool_failure_guard.integrations._api import GuardStop, StopBehaviour, stop_behaviour
 from tool_failure_guard.integrations.pydantic_ai._history import answered_calls, has_user_input
 from tool_failure_guard.integrations.pydantic_ai._parts import (
     answers_of,
-    declares_plain_str,
     function_calls,
     requests_plain_text,
     stop_response,
@@ -85,8 +86,8 @@ class RepeatedToolFailureCapability(AbstractCapability[Any]):
     (``telemetry.build.build_telemetry``); records carry ``route``
     ``pydantic_ai``.  ``on_stop``: how a stopped run ends, ``"error"`` (raise
     :class:`ProtectionStopped`, a ``UsageLimitExceeded``) or ``"end"`` (the
-    output is the :class:`ProtectionStop` text where the run's output type
-    accepts plain ``str``; otherwise it raises all the same).
+    output is the :class:`ProtectionStop` text where the run's own output
+    type is plain ``str``; otherwise it raises all the same).
     ``tool_call_cap``: the per-run tool-call cap.  ``report_of(result)`` /
     ``stop_of(result)`` say what the guard did in a run.
     """
@@ -96,8 +97,6 @@ class RepeatedToolFailureCapability(AbstractCapability[Any]):
     on_stop: StopBehaviour = "error"
     tool_call_cap: int = DEFAULT_TOOL_CALL_CAP
     _run: GuardedRun | None = field(default=None, init=False, repr=False, compare=False)
-    #: the agent's output_type accepts a plain str (read per run)
-    _declares_text: bool = field(default=False, init=False, repr=False, compare=False)
     #: the run's model requests accept a plain text output (None: no request seen yet)
     _requests_text: bool | None = field(default=None, init=False, repr=False, compare=False)
     #: keep each batch's core action for ``_results.finished_of`` (a seam for tests only)
@@ -133,9 +132,6 @@ class RepeatedToolFailureCapability(AbstractCapability[Any]):
             answered=answered_calls(ctx.messages),
             keep_actions=self._keep_actions,
         )
-        if self.on_stop == "end":
-            agent = ctx.agent
-            fresh._declares_text = agent is not None and declares_plain_str(agent.output_type)
         return fresh
 
     def get_wrapper_toolset(self, toolset: AbstractToolset[Any]) -> AbstractToolset[Any] | None:
@@ -181,10 +177,11 @@ class RepeatedToolFailureCapability(AbstractCapability[Any]):
         if not isinstance(node, CallToolsNode):
             return result
         if not run.open_batch:
-            if run.stop is None or run.guard_stop is None:
+            if run.stop is None or run.guard_stop is None or isinstance(result, End):
+                # (after a stop, an End is the stop text's, through ``wrap_output_process``)
                 return result
-            # Redirected after the stop (a queued message): the stop text already answered.
-            return End(FinalResult(ProtectionStop(run.guard_stop)))
+            # After the stop, the stop text was not taken as the output: the run cannot end with it.
+            raise self._stopped(ctx, run, run.guard_stop)
         answers = answers_of(ctx.messages, node.model_response, result)
         queued = [
             message
@@ -220,6 +217,21 @@ class RepeatedToolFailureCapability(AbstractCapability[Any]):
         if self._requests_text is None:
             self._requests_text = requests_plain_text(request_context.model_request_parameters)
         return request_context
+
+    async def wrap_output_process(
+        self, ctx: RunContext[Any], *, output_context: OutputContext, output: Any, handler: Any
+    ) -> Any:
+        run = self._run
+        if run is None or run.guard_stop is None:
+            return await handler(output)
+        # After a stop no model answers: the output is the stop text, and the run's own
+        # output type (not the agent's) says whether the run can end with it.
+        plain_text = output_context.output_type is str and not output_context.has_function
+        if self.on_stop == "end" and plain_text:
+            return ProtectionStop(run.guard_stop)
+        if ctx.partial_output:
+            return output  # a streamed preview; the final output decides
+        raise self._stopped(ctx, run, run.guard_stop)
 
     async def wrap_run(self, ctx: RunContext[Any], *, handler: Any) -> Any:
         run = self._run
@@ -260,20 +272,28 @@ class RepeatedToolFailureCapability(AbstractCapability[Any]):
 
     def _end(
         self, ctx: RunContext[Any], run: GuardedRun, stop: Stop, *, persist: ModelRequest | None
-    ) -> End[FinalResult[Any]]:
+    ) -> CallToolsNode[Any, Any]:
         """End the run on ``stop``: the settled tool returns, then the stop text, in the history.
 
         Then the run raises :class:`ProtectionStopped`, or (``on_stop="end"``, the
-        run's output plain text) ends with :class:`ProtectionStop` as its output.
+        run's model requests accept text) the stop text is handled as the run's text
+        answer, which ``wrap_output_process`` ends with as the output where the run's
+        output is plain text.
         """
         if persist is not None:
             ctx.messages.append(
                 dataclasses.replace(persist, run_id=ctx.run_id, conversation_id=ctx.conversation_id)
             )
-        ctx.messages.append(stop_response(ctx, stop))
+        answer = stop_response(ctx, stop)
+        ctx.messages.append(answer)
         guard_stop = run.guard_stop
         if guard_stop is None:  # pragma: no cover - the settle that returned ``stop`` set it
             raise RuntimeError("a stopped run without its GuardStop")
-        if self.on_stop == "end" and self._declares_text and self._requests_text:
-            return End(FinalResult(ProtectionStop(guard_stop)))
-        raise ProtectionStopped(guard_stop, run.report(), messages=ctx.messages, run_id=ctx.run_id)
+        if self.on_stop == "end" and self._requests_text:
+            # The stop text goes the way of a text answer, so the run's own output type
+            # decides (``wrap_output_process``): plain text ends with it, anything else raises.
+            return CallToolsNode(model_response=answer)
+        raise self._stopped(ctx, run, guard_stop)
+
+    def _stopped(self, ctx: RunContext[Any], run: GuardedRun, stop: GuardStop) -> ProtectionStopped:
+        return ProtectionStopped(stop, run.report(), messages=ctx.messages, run_id=ctx.run_id)

@@ -98,6 +98,11 @@ class Returned:
     text: str = ""
 
 
+#: A ``success`` return of a call that ran and returned (its text is read on no path:
+#: the outcome is a success, whose text reaches neither the guard nor a receipt).
+RETURNED = Returned(outcome="success")
+
+
 def settle(
     call: FunctionCall,
     *,

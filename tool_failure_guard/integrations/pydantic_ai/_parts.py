@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import types
-import typing
 from typing import Any
 
 from pydantic_ai._agent_graph import ModelRequestNode
@@ -17,7 +15,6 @@ from pydantic_ai.messages import (
     ToolCallPart,
     ToolReturnPart,
 )
-from pydantic_ai.output import TextOutput
 from pydantic_ai.tools import RunContext
 
 from tool_failure_guard.core import Stop
@@ -102,26 +99,3 @@ def requests_plain_text(params: Any) -> bool:
     """
     mode = getattr(params, "output_mode", None)
     return mode == "text" or (mode == "tool" and bool(getattr(params, "allow_text_output", False)))
-
-
-def declares_plain_str(spec: object, _depth: int = 0) -> bool:
-    """Whether an ``output_type`` accepts a plain ``str`` as the output itself.
-
-    ``str``, ``str | None``, ``[str, DeferredToolRequests]``, ``str | Model``:
-    yes; a ``TextOutput`` function (the text goes through it), a structured
-    type, ``NativeOutput`` / ``PromptedOutput``: no.
-    """
-    if _depth > 8:  # nested specs are shallow; a bound keeps a cyclic one from recursing
-        return False
-    members: list[object]
-    if isinstance(spec, list | tuple):
-        members = list(spec)
-    elif typing.get_origin(spec) in (typing.Union, types.UnionType):
-        members = list(typing.get_args(spec))
-    elif typing.get_origin(spec) is typing.Annotated:
-        return declares_plain_str(typing.get_args(spec)[0], _depth + 1)
-    else:
-        return spec is str
-    if any(isinstance(member, TextOutput) for member in members):
-        return False  # the one text output of the run is the function's
-    return any(declares_plain_str(member, _depth + 1) for member in members)

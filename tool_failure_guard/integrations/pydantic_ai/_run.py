@@ -43,7 +43,12 @@ from tool_failure_guard.core.protections import AnsweredCall
 from tool_failure_guard.guard import DecisionKind, GuardMode, InputBoundary
 from tool_failure_guard.integrations._api import ActionLog, GuardStop, RunReport
 from tool_failure_guard.integrations.pydantic_ai._history import args_of, returned_of
-from tool_failure_guard.integrations.pydantic_ai._outcomes import Execution, Returned, settle
+from tool_failure_guard.integrations.pydantic_ai._outcomes import (
+    RETURNED,
+    Execution,
+    Returned,
+    settle,
+)
 from tool_failure_guard.integrations.pydantic_ai._report import ROUTE, RunTelemetry
 from tool_failure_guard.telemetry.sink import (
     GuardTelemetry,
@@ -213,12 +218,18 @@ class GuardedRun:
         self._batch = None
         settlement = batch.settlement
         returns: dict[str, Returned] = {}
+        executions = self._executions
         for message in answers:
             if not isinstance(message, ModelRequest):
                 continue
             for part in message.parts:
                 if isinstance(part, ToolReturnPart) and part.tool_call_id not in returns:
-                    returns[part.tool_call_id] = returned_of(part)
+                    ran = executions.get(part.tool_call_id)
+                    if part.outcome == "success" and ran is not None and ran.status == "success":
+                        # Ran and returned, answered as such: no text of it is ever read.
+                        returns[part.tool_call_id] = RETURNED
+                    else:
+                        returns[part.tool_call_id] = returned_of(part)
         for call in settlement.calls:
             outcome = self._outcome(call, batch, returns.get(call.call_id), interrupted)
             if outcome is not None:
