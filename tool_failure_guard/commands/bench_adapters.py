@@ -39,19 +39,16 @@ import gc
 import importlib
 import json
 import os
-import shutil
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 import tracemalloc
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 import attrs
 
+from tool_failure_guard.commands import bench_callgrind
 from tool_failure_guard.commands.bench_wire import serve
 
 FRAMEWORKS = ("langchain", "pydantic_ai", "openai_agents")
@@ -223,40 +220,20 @@ def _child(framework: str, batches: int, rounds: int) -> None:
 
 
 def _instructions(framework: str, batches: int, rounds: int) -> dict[str, Spread] | None:
-    valgrind = shutil.which("valgrind")
-    if valgrind is None:
+    if not bench_callgrind.available():
         return None
-    with tempfile.TemporaryDirectory() as directory:
-        out = Path(directory) / "cg.out"
-        command = [
-            valgrind, "--tool=callgrind", f"--callgrind-out-file={out}",
-            "--zero-before=os_getpgrp", "--dump-before=os_getppid",
-            sys.executable, "-m", "tool_failure_guard.commands.bench_adapters",
-            "--callgrind-child", framework, "--batches", str(batches), "--rounds", str(rounds),
-        ]  # fmt: skip
-        done = subprocess.run(command, capture_output=True, text=True, timeout=3600, check=False)
-        if done.returncode != 0:
-            raise RuntimeError(f"callgrind child failed: {done.stderr[-2000:]}")
-        order = json.loads(done.stdout.strip().splitlines()[-1])
-        dumps = sorted(
-            (p for p in Path(directory).glob("cg.out.*") if p.suffix[1:].isdigit()),
-            key=lambda p: int(p.suffix[1:]),
-        )
-        totals = [_total(p) for p in dumps[: len(order)]]
-    if len(totals) != len(order):
+    child = ["--callgrind-child", framework, "--batches", str(batches), "--rounds", str(rounds)]
+    order, totals = bench_callgrind.run(
+        "tool_failure_guard.commands.bench_adapters", child, timeout=3600
+    )
+    assert isinstance(order, list)
+    if len(totals) < len(order):
         raise RuntimeError(f"callgrind wrote {len(totals)} dumps for {len(order)} runs")
     per: dict[str, list[float]] = {v: [] for v in VARIANTS}
-    for variant, total in zip(order, totals, strict=True):
+    for variant, counted in zip(order, totals[: len(order)], strict=True):
         if variant != WARM:
-            per[variant].append(total / batches)
+            per[variant].append(counted / batches)
     return {v: Spread.of(s) for v, s in per.items()}
-
-
-def _total(path: Path) -> int:
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        if line.startswith(("totals:", "summary:")):
-            return int(line.split()[1])
-    raise RuntimeError(f"no totals in {path.name}")
 
 
 # -- the figures, and printing them -------------------------------------------------------

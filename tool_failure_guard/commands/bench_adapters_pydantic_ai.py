@@ -25,16 +25,13 @@ import asyncio
 import gc
 import json
 import os
-import shutil
-import subprocess
 import sys
-import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from tool_failure_guard.commands.bench_adapters import WARM, Spread, _total
+from tool_failure_guard.commands import bench_callgrind
+from tool_failure_guard.commands.bench_adapters import WARM, Spread
 from tool_failure_guard.commands.bench_wire import FINAL_TEXT, batch_calls
 
 MODULE = "tool_failure_guard.commands.bench_adapters_pydantic_ai"
@@ -144,33 +141,16 @@ def _child(attachments: Sequence[str], batches: int, rounds: int) -> None:
 
 def measure(attachments: Sequence[str], *, batches: int, rounds: int) -> dict[str, Spread]:
     """Instructions per batch of each attachment (callgrind)."""
-    valgrind = shutil.which("valgrind")
-    if valgrind is None:
-        raise RuntimeError("valgrind is not installed (apt-get install -y valgrind)")
-    with tempfile.TemporaryDirectory() as directory:
-        out = Path(directory) / "cg.out"
-        command = [
-            valgrind, "--tool=callgrind", f"--callgrind-out-file={out}",
-            "--zero-before=os_getpgrp", "--dump-before=os_getppid",
-            sys.executable, "-m", MODULE,
-            "--callgrind-child", "--batches", str(batches), "--rounds", str(rounds),
-            "--attachments", ",".join(attachments),
-        ]  # fmt: skip
-        done = subprocess.run(command, capture_output=True, text=True, timeout=7200, check=False)
-        if done.returncode != 0:
-            raise RuntimeError(f"callgrind child failed: {done.stderr[-2000:]}")
-        order = json.loads(done.stdout.strip().splitlines()[-1])
-        dumps = sorted(
-            (p for p in Path(directory).glob("cg.out.*") if p.suffix[1:].isdigit()),
-            key=lambda p: int(p.suffix[1:]),
-        )
-        totals = [_total(p) for p in dumps[: len(order)]]
-    if len(totals) != len(order):
+    child = ["--callgrind-child", "--batches", str(batches), "--rounds", str(rounds)]
+    child += ["--attachments", ",".join(attachments)]
+    order, totals = bench_callgrind.run(MODULE, child, timeout=7200)
+    assert isinstance(order, list)
+    if len(totals) < len(order):
         raise RuntimeError(f"callgrind wrote {len(totals)} dumps for {len(order)} runs")
     per: dict[str, list[float]] = {a: [] for a in attachments}
-    for attachment, total in zip(order, totals, strict=True):
+    for attachment, counted in zip(order, totals[: len(order)], strict=True):
         if attachment != WARM:
-            per[attachment].append(total / batches)
+            per[attachment].append(counted / batches)
     return {a: Spread.of(s) for a, s in per.items()}
 
 

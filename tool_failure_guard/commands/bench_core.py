@@ -20,15 +20,12 @@ from __future__ import annotations
 import gc
 import json
 import os
-import shutil
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
+from tool_failure_guard.commands import bench_callgrind
 from tool_failure_guard.core import FunctionCall, PromptProtection, Stop, outcomes
 from tool_failure_guard.guard import (
     BatchReceipt,
@@ -116,26 +113,10 @@ def _callgrind_child(prompts: int) -> None:
 
 def instructions(prompts: int = 100) -> tuple[float, float] | None:
     """Median instructions per batch (guarded, bare) under callgrind; None without valgrind."""
-    valgrind = shutil.which("valgrind")
-    if valgrind is None:
+    if not bench_callgrind.available():
         return None
-    with tempfile.TemporaryDirectory() as directory:
-        out = Path(directory) / "cg.out"
-        command = [
-            valgrind, "--tool=callgrind", f"--callgrind-out-file={out}",
-            "--zero-before=os_getpgrp", "--dump-before=os_getppid",
-            sys.executable, "-m", _MODULE, "--callgrind-child",
-            str(prompts),
-        ]  # fmt: skip
-        done = subprocess.run(command, capture_output=True, text=True, timeout=1800, check=False)
-        if done.returncode != 0:
-            raise RuntimeError(f"callgrind child failed: {done.stderr[-2000:]}")
-        facts = json.loads(done.stdout.strip().splitlines()[-1])
-        dumps = sorted(
-            (p for p in Path(directory).glob("cg.out.*") if p.suffix[1:].isdigit()),
-            key=lambda p: int(p.suffix[1:]),
-        )
-        totals = [_total(p) for p in dumps]
+    facts, totals = bench_callgrind.run(_MODULE, ["--callgrind-child", str(prompts)], timeout=1800)
+    assert isinstance(facts, dict)
     if len(totals) < len(facts["order"]):
         raise RuntimeError(f"callgrind wrote {len(totals)} dumps for {len(facts['order'])} passes")
     per: dict[str, list[float]] = {"guarded": [], "bare": []}
@@ -143,13 +124,6 @@ def instructions(prompts: int = 100) -> tuple[float, float] | None:
         if side in per:
             per[side].append(total / facts["batches"])
     return statistics.median(per["guarded"]), statistics.median(per["bare"])
-
-
-def _total(path: Path) -> int:
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        if line.startswith(("totals:", "summary:")):
-            return int(line.split()[1])
-    raise RuntimeError(f"no totals in {path.name}")
 
 
 def report(prompts: int = 500, passes: int = 9) -> None:
