@@ -226,13 +226,7 @@ def _instructions(framework: str, batches: int, rounds: int) -> dict[str, Spread
     order, totals = bench_callgrind.run(
         "tool_failure_guard.commands.bench_adapters", child, timeout=3600
     )
-    assert isinstance(order, list)
-    if len(totals) < len(order):
-        raise RuntimeError(f"callgrind wrote {len(totals)} dumps for {len(order)} runs")
-    per: dict[str, list[float]] = {v: [] for v in VARIANTS}
-    for variant, counted in zip(order, totals[: len(order)], strict=True):
-        if variant != WARM:
-            per[variant].append(counted / batches)
+    per = bench_callgrind.per_batch(order, totals, VARIANTS, batches=batches, skip=WARM)
     return {v: Spread.of(s) for v, s in per.items()}
 
 

@@ -144,13 +144,7 @@ def measure(attachments: Sequence[str], *, batches: int, rounds: int) -> dict[st
     child = ["--callgrind-child", "--batches", str(batches), "--rounds", str(rounds)]
     child += ["--attachments", ",".join(attachments)]
     order, totals = bench_callgrind.run(MODULE, child, timeout=7200)
-    assert isinstance(order, list)
-    if len(totals) < len(order):
-        raise RuntimeError(f"callgrind wrote {len(totals)} dumps for {len(order)} runs")
-    per: dict[str, list[float]] = {a: [] for a in attachments}
-    for attachment, counted in zip(order, totals[: len(order)], strict=True):
-        if attachment != WARM:
-            per[attachment].append(counted / batches)
+    per = bench_callgrind.per_batch(order, totals, attachments, batches=batches, skip=WARM)
     return {a: Spread.of(s) for a, s in per.items()}
 
 

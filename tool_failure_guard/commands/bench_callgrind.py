@@ -56,3 +56,20 @@ def total(path: Path) -> int:
         if line.startswith(("totals:", "summary:")):
             return int(line.split()[1])
     raise RuntimeError(f"no totals in {path.name}")
+
+
+def per_batch(
+    order: object, totals: Sequence[int], labels: Sequence[str], *, batches: int, skip: str
+) -> dict[str, list[float]]:
+    """Each label's instructions per batch, pairing the child's ``order`` (a JSON list of
+    labels, one per measured stretch) with its dump totals; stretches labelled ``skip``
+    (the warm-up) are dropped."""
+    if not isinstance(order, list):
+        raise RuntimeError(f"callgrind child printed no list of runs: {order!r}")
+    if len(totals) < len(order):
+        raise RuntimeError(f"callgrind wrote {len(totals)} dumps for {len(order)} runs")
+    per: dict[str, list[float]] = {label: [] for label in labels}
+    for label, counted in zip(order, totals[: len(order)], strict=True):
+        if label != skip:
+            per[label].append(counted / batches)
+    return per
