@@ -56,3 +56,23 @@ def in_process_session(
         ),
         options=options or SessionOptions(),
     )
+
+
+def per_call_order(updates: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The updates with each stretch of tool-call updates grouped by call, in call order.
+
+    A batch's calls run concurrently, so how their updates interleave is the
+    scheduler's, not the guard's; each call's own updates, and everything between
+    batches, keep the order the host saw.
+    """
+    ordered: list[dict[str, Any]] = []
+    stretch: list[dict[str, Any]] = []
+    for update in [*updates, {}]:
+        if "toolCallId" in update:
+            stretch.append(update)
+            continue
+        ordered.extend(sorted(stretch, key=lambda u: str(u["toolCallId"])))
+        stretch = []
+        if update:
+            ordered.append(update)
+    return ordered

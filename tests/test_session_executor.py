@@ -36,6 +36,8 @@ class FakeTool:
     parameters_schema: Mapping[str, Any] = attrs.field(
         factory=lambda: {"type": "object"}, eq=False, hash=False
     )
+    #: set when ``run`` has begun, so a test can cancel a call that is really running
+    running: asyncio.Event = attrs.field(factory=asyncio.Event, eq=False, hash=False)
 
     def validate(self, args: Mapping[str, Any]) -> Mapping[str, Any]:
         return args
@@ -44,6 +46,7 @@ class FakeTool:
         return self.name
 
     async def run(self, args: Mapping[str, Any], context: ToolContext) -> bytes:
+        self.running.set()
         if self.behaviour == "typed":
             raise ToolError("quota_exceeded", "over quota")
         if self.behaviour == "raise":
@@ -61,7 +64,7 @@ def execute(
     tmp_path: Path,
     *,
     permission: PermissionAnswer = PermissionAnswer.ALLOWED,
-    cancel_after: float | None = None,
+    cancel_once_running: bool = False,
     post: tuple[Any, ...] = (),
 ) -> CallOutcome:
     registry = dict(default_tools())
@@ -74,9 +77,19 @@ def execute(
     async def go() -> CallOutcome:
         executor = Executor(registry, ToolContext(cwd=tmp_path), ask, post_processors=post)
         cancelled = asyncio.Event()
-        if cancel_after is not None:
-            asyncio.get_running_loop().call_later(cancel_after, cancelled.set)
-        return await executor.execute(call, cancelled)
+        if cancel_once_running:
+            assert isinstance(tool, FakeTool)
+            running = tool.running
+
+            async def cancel_when_running() -> None:
+                await running.wait()
+                cancelled.set()
+
+            canceller = asyncio.create_task(cancel_when_running())
+        outcome = await executor.execute(call, cancelled)
+        if cancel_once_running:
+            canceller.cancel()  # done already unless the tool never ran
+        return outcome
 
     return asyncio.run(go())
 
@@ -166,7 +179,7 @@ def test_cancel_during_execution_is_cancelled(tmp_path: Path) -> None:
         FakeTool(behaviour="slow"),
         FunctionCall(call_id="a", name="fake"),
         tmp_path,
-        cancel_after=0.01,
+        cancel_once_running=True,
     )
     assert axes(outcome) == ("cancelled", "cancelled", None)
 
