@@ -12,12 +12,13 @@ import asyncio
 import os
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
 import mcp_types as types
 import pytest
-from acp.schema import HttpMcpServer, McpServerStdio
+from acp.schema import EnvVariable, HttpMcpServer, McpServerStdio
 from e2e_helpers import run
 from mcp_servers import edge_server, read_pid
 
@@ -206,13 +207,28 @@ class Edge:
         self.executor = Executor(self.registry, ToolContext(cwd=tmp_path), ask)
 
     async def call(
-        self, tool: str, args: dict[str, Any] | None = None, *, cancel_after: float | None = None
+        self,
+        tool: str,
+        args: dict[str, Any] | None = None,
+        *,
+        cancel_when: Callable[[], bool] | None = None,
     ) -> CallOutcome:
+        """Run one call; with ``cancel_when``, cancel it as soon as that becomes true."""
         cancelled = asyncio.Event()
-        if cancel_after is not None:
-            asyncio.get_running_loop().call_later(cancel_after, cancelled.set)
         call = FunctionCall(call_id="c", name=f"mcp__edge__{tool}", args=args or {})
-        return await self.executor.execute(call, cancelled)
+        if cancel_when is None:
+            return await self.executor.execute(call, cancelled)
+        condition = cancel_when
+
+        async def cancel() -> None:
+            await _until(condition)
+            cancelled.set()
+
+        canceller = asyncio.ensure_future(cancel())
+        try:
+            return await self.executor.execute(call, cancelled)
+        finally:
+            canceller.cancel()
 
 
 def axes(outcome: CallOutcome) -> tuple[str, str, str | None]:
@@ -270,7 +286,8 @@ def test_a_timeout_cancels_the_request_at_the_server(tmp_path: Path) -> None:
     log = tmp_path / "server.log"
 
     async def go() -> CallOutcome:
-        edge = await _edge(tmp_path, timeout=0.5, EDGE_SERVER_LOG=str(log))
+        # long enough for a loaded machine to start the server's work before it fires
+        edge = await _edge(tmp_path, timeout=2.0, EDGE_SERVER_LOG=str(log))
         try:
             outcome = await edge.call("sleepy", {"seconds": 30})
             await _until(lambda: "sleepy cancelled" in _read(log))
@@ -288,11 +305,15 @@ def test_session_cancel_wins_and_cancels_the_request_at_the_server(tmp_path: Pat
 
     async def go() -> CallOutcome:
         # the timeout would fire later: cancellation arrives first and wins
-        edge = await _edge(tmp_path, timeout=1.0, EDGE_SERVER_LOG=str(log))
+        edge = await _edge(tmp_path, timeout=2.0, EDGE_SERVER_LOG=str(log))
         try:
-            outcome = await edge.call("sleepy", {"seconds": 30}, cancel_after=0.3)
+
+            def started() -> bool:
+                return "sleepy started" in _read(log)
+
+            outcome = await edge.call("sleepy", {"seconds": 30}, cancel_when=started)
             await _until(lambda: "sleepy cancelled" in _read(log))
-            await asyncio.sleep(1.0)  # past the timeout: nothing changes the settled outcome
+            await asyncio.sleep(2.0)  # past the timeout: nothing changes the settled outcome
             return outcome
         finally:
             await edge.mcp.close()
@@ -304,6 +325,7 @@ def test_session_cancel_wins_and_cancels_the_request_at_the_server(tmp_path: Pat
 
 def test_a_killed_server_is_unavailable_mid_call_and_afterwards(tmp_path: Path) -> None:
     pid_file = tmp_path / "pid"
+    log = tmp_path / "server.log"
     server = McpServerStdio(
         name="edge",
         command="/bin/sh",
@@ -314,7 +336,7 @@ def test_a_killed_server_is_unavailable_mid_call_and_afterwards(tmp_path: Path) 
             sys.executable,
             str(Path(__file__).parent / "mcp_edge_server.py"),
         ],
-        env=[],
+        env=[EnvVariable(name="EDGE_SERVER_LOG", value=str(log))],
     )
 
     async def go() -> tuple[CallOutcome, CallOutcome]:
@@ -322,7 +344,7 @@ def test_a_killed_server_is_unavailable_mid_call_and_afterwards(tmp_path: Path) 
         edge = Edge(mcp, tmp_path, 10.0)
         try:
             pending = asyncio.ensure_future(edge.call("sleepy", {"seconds": 30}))
-            await asyncio.sleep(0.3)
+            await _until(lambda: "sleepy started" in _read(log))  # the call is at the server
             os.kill(read_pid(pid_file), signal.SIGKILL)
             during = await pending
             after = await edge.call("ok")
