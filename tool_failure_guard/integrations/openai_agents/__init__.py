@@ -59,15 +59,13 @@ from tool_failure_guard.integrations.openai_agents._either import either
 from tool_failure_guard.integrations.openai_agents._outcomes import OUTCOME_ROWS, OutcomeRow
 from tool_failure_guard.integrations.openai_agents._resume import field, resumed_run
 from tool_failure_guard.integrations.openai_agents._run import ROUTE, GuardedRun
-from tool_failure_guard.integrations.openai_agents._stop import (
-    ProtectionStopped,
-    instead_of_max_turns,
-)
+from tool_failure_guard.integrations.openai_agents._stop import ProtectionStopped
 from tool_failure_guard.integrations.openai_agents._wiring import (
     GuardHooks,
     disarm,
     guarded_agent,
     guarded_config,
+    guarded_error_handlers,
 )
 from tool_failure_guard.modes import mode_for_run
 from tool_failure_guard.telemetry.sink import GuardTelemetry
@@ -167,11 +165,8 @@ class GuardedRunner:
         try:
             result = await Runner.run(agent, input, **options)
         except BaseException as error:
-            raised = instead_of_max_turns(run, error)
-            _end(run, clone, _stop_reason(raised))
-            if raised is error:
-                raise
-            raise raised from error
+            _end(run, clone, _stop_reason(error))
+            raise
         return self._finished(run, clone, result)
 
     @either
@@ -186,11 +181,8 @@ class GuardedRunner:
         try:
             result = Runner.run_sync(agent, input, **options)
         except BaseException as error:
-            raised = instead_of_max_turns(run, error)
-            _end(run, clone, _stop_reason(raised))
-            if raised is error:
-                raise
-            raise raised from error
+            _end(run, clone, _stop_reason(error))
+            raise
         return self._finished(run, clone, result)
 
     @either
@@ -255,6 +247,7 @@ class GuardedRunner:
         kwargs = dict(options)
         kwargs["hooks"] = GuardHooks(run, kwargs.get("hooks"))
         kwargs["run_config"] = guarded_config(kwargs.get("run_config"), run)
+        kwargs["error_handlers"] = guarded_error_handlers(kwargs.get("error_handlers"), run)
         return run, agent, kwargs, clone
 
     @staticmethod
