@@ -7,6 +7,9 @@ last allowed turn's batch meets that check first.  The protection decided
 first, so every way to run raises ``ProtectionStopped`` there.  The run option
 ``error_handlers={"max_turns": ...}`` is the SDK's turn limit's own handler:
 never consulted for a protection's stop, and still the caller's at the limit.
+The prompt record's ``stop_reason`` says which ended the run, the same in
+every way: ``end_turn`` with the ``loop_type`` for the stop,
+``max_turn_requests`` for the SDK's limit (handled or raised).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import pytest
 from agents import MaxTurnsExceeded, RunErrorHandlerInput, RunErrorHandlerResult
 from hosts.openai_agents import WAYS, make_agent, run
 from openai_server import FakeOpenAI, serve
+from telemetry_harness import Harness
 from test_openai_agents import failing, list_dir, read_file
 
 from tool_failure_guard.core import LOOP_REPEATED_TOOL_FAILURE
@@ -28,6 +32,7 @@ from tool_failure_guard.integrations.openai_agents import (
     report_of,
     stop_of,
 )
+from tool_failure_guard.telemetry.sink import PROMPT_EVENT
 
 STOP_TEXT = shown_text(REPEATED_TOOL_FAILURE_STOP_MESSAGE)
 #: The enforce stop of ``failing()``: the 9th failed batch, so model request 9 is the last.
@@ -64,14 +69,15 @@ def _outputs(error: ProtectionStopped) -> int:
 def test_a_stop_at_the_last_allowed_turn_is_the_protections_in_every_way(
     way: str, handled: bool
 ) -> None:
-    handler = Handler()
+    handler, harness = Handler(), Harness()
     options: dict[str, Any] = {"error_handlers": {"max_turns": handler}} if handled else {}
     fake = FakeOpenAI(failing())
     with serve(fake):
         agent = make_agent(fake.base_url, [read_file])
+        runner = GuardedRunner(mode="enforce", telemetry=harness.sink)
         # the 9th turn stops; the SDK's max_turns check of the 10th comes before the filter
         with pytest.raises(ProtectionStopped) as raised:
-            run(GuardedRunner(mode="enforce"), agent, "go", way, max_turns=STOP_TURN, **options)  # type: ignore[arg-type]
+            run(runner, agent, "go", way, max_turns=STOP_TURN, **options)  # type: ignore[arg-type]
     assert len(fake.requests) == STOP_TURN
     error = raised.value
     assert error.loop_type == LOOP_REPEATED_TOOL_FAILURE
@@ -83,6 +89,8 @@ def test_a_stop_at_the_last_allowed_turn_is_the_protections_in_every_way(
     assert _outputs(error) == STOP_TURN
     # the turn limit's handler is not the protection's: never consulted
     assert handler.errors == []
+    (prompt,) = harness.logs(PROMPT_EVENT)
+    assert (prompt["stop_reason"], prompt["loop_type"]) == ("end_turn", LOOP_REPEATED_TOOL_FAILURE)
 
 
 @pytest.mark.parametrize("way", WAYS)
@@ -132,12 +140,12 @@ def test_on_stop_end_is_the_final_output_of_a_stop_whatever_the_handler(
 def test_the_callers_max_turns_handler_still_ends_a_run_at_the_sdks_limit(
     way: str, awaited: bool
 ) -> None:
-    handler = Handler("out of turns", awaited=awaited)
+    handler, harness = Handler("out of turns", awaited=awaited), Harness()
     fake = FakeOpenAI(failing("list_dir", {"path": "."}))  # succeeds every turn: never stopped
     with serve(fake):
         agent = make_agent(fake.base_url, [list_dir])
         result = run(
-            GuardedRunner(mode="enforce"),
+            GuardedRunner(mode="enforce", telemetry=harness.sink),
             agent,
             "go",
             way,  # type: ignore[arg-type]
@@ -150,6 +158,9 @@ def test_the_callers_max_turns_handler_still_ends_a_run_at_the_sdks_limit(
     assert type(handler.errors[0]) is MaxTurnsExceeded
     report = report_of(result)
     assert report is not None and report.stop is None and stop_of(result) is None
+    # the handler chose the output; the run still ended at the SDK's limit
+    (prompt,) = harness.logs(PROMPT_EVENT)
+    assert (prompt["stop_reason"], prompt.get("loop_type")) == ("max_turn_requests", None)
 
 
 @pytest.mark.parametrize("way", WAYS)
@@ -174,12 +185,17 @@ def test_a_shadow_would_stop_at_the_limit_leaves_the_limit_to_the_handler(way: s
 
 @pytest.mark.parametrize("way", WAYS)
 def test_the_sdks_own_limit_without_a_handler_stays_the_sdks(way: str) -> None:
+    harness = Harness()
     fake = FakeOpenAI(failing("list_dir", {"path": "."}))
     with serve(fake):
         agent = make_agent(fake.base_url, [list_dir])
+        runner = GuardedRunner(mode="enforce", telemetry=harness.sink)
         with pytest.raises(MaxTurnsExceeded) as raised:
-            run(GuardedRunner(mode="enforce"), agent, "go", way, max_turns=3)  # type: ignore[arg-type]
+            run(runner, agent, "go", way, max_turns=3)  # type: ignore[arg-type]
     assert type(raised.value) is MaxTurnsExceeded and len(fake.requests) == 3
+    # streamed too, where the SDK raises it from stream_events() and its run task ends cleanly
+    (prompt,) = harness.logs(PROMPT_EVENT)
+    assert prompt["stop_reason"] == "max_turn_requests"
 
 
 def test_error_handlers_that_are_not_a_dict_are_refused_by_name() -> None:

@@ -210,8 +210,8 @@ class GuardedRunner:
                 _end(run, clone, "cancelled")
             elif finished.exception() is not None:
                 _end(run, clone, _stop_reason(finished.exception()))
-            else:
-                _end(run, clone, "end_turn", interrupted=_interrupted(result))
+            else:  # the SDK's own limit too: stream_events() raises it, the task does not
+                _end(run, clone, _ended_reason(run), interrupted=_interrupted(result))
 
         task.add_done_callback(done)
         return result
@@ -253,7 +253,7 @@ class GuardedRunner:
     @staticmethod
     def _finished(run: GuardedRun, clone: Agent[Any] | None, result: RunResult) -> RunResult:
         _remember(result, run)
-        _end(run, clone, "end_turn", interrupted=_interrupted(result))
+        _end(run, clone, _ended_reason(run), interrupted=_interrupted(result))
         return result
 
 
@@ -274,6 +274,11 @@ def _interrupted(result: RunResultBase) -> list[str]:
         if isinstance(call_id, str):
             ids.append(call_id)
     return ids
+
+
+def _ended_reason(run: GuardedRun) -> str:
+    """The stop reason of a run that ended without raising (a final output, or the stream over)."""
+    return "max_turn_requests" if run.turn_limit else "end_turn"
 
 
 def _stop_reason(error: BaseException | None) -> str:

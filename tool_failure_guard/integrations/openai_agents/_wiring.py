@@ -203,7 +203,8 @@ def guarded_error_handlers(
     :class:`ProtectionStopped` for it and the caller's handler, the turn limit's,
     is never consulted for a protection's stop.  Without a stop it is the
     caller's handler (the SDK awaits an awaitable answer), or none: ``None``
-    lets the SDK raise its own ``MaxTurnsExceeded``.
+    lets the SDK raise its own ``MaxTurnsExceeded``; either way the run ended at
+    the SDK's limit (``GuardedRun.turn_limit``: the prompt's ``max_turn_requests``).
     """
     if handlers is None:
         handlers = {}
@@ -216,6 +217,7 @@ def guarded_error_handlers(
 
     def max_turns(data: RunErrorHandlerInput[Any]) -> Any:
         stop_before_request(run)
+        run.turn_limit = True  # the SDK's limit ends the run, whatever the caller's handler says
         return caller(data) if caller is not None else None
 
     return {**handlers, "max_turns": max_turns}
