@@ -198,10 +198,14 @@ def test_the_sdks_own_limit_without_a_handler_stays_the_sdks(way: str) -> None:
     assert prompt["stop_reason"] == "max_turn_requests"
 
 
-def test_error_handlers_that_are_not_a_dict_are_refused_by_name() -> None:
+@pytest.mark.parametrize("way", WAYS)
+def test_error_handlers_that_are_not_a_dict_are_refused_by_name(way: str) -> None:
+    harness = Harness()
     fake = FakeOpenAI(failing("list_dir", {"path": "."}))
     with serve(fake):
         agent = make_agent(fake.base_url, [list_dir])
+        runner = GuardedRunner(mode="enforce", telemetry=harness.sink)
         with pytest.raises(TypeError, match=r"error_handlers must be a dict.*got list"):
-            run(GuardedRunner(mode="enforce"), agent, "go", error_handlers=[Handler()])
-    assert fake.requests == []
+            run(runner, agent, "go", way, error_handlers=[Handler()])  # type: ignore[arg-type]
+    # refused before the run started: no request, no prompt record
+    assert fake.requests == [] and harness.logs(PROMPT_EVENT) == []

@@ -62,6 +62,7 @@ from tool_failure_guard.integrations.openai_agents._run import ROUTE, GuardedRun
 from tool_failure_guard.integrations.openai_agents._stop import ProtectionStopped
 from tool_failure_guard.integrations.openai_agents._wiring import (
     GuardHooks,
+    check_error_handlers,
     disarm,
     guarded_agent,
     guarded_config,
@@ -226,6 +227,7 @@ class GuardedRunner:
             raise TypeError(
                 f"GuardedRunner runs an agents.Agent; got {type(starting_agent).__name__}"
             )
+        check_error_handlers(options.get("error_handlers"))  # before the run takes anything over
 
         def fresh() -> GuardedRun:
             mode = mode_for_run(self._mode)  # explicit, else the environment now

@@ -192,6 +192,15 @@ def stop_before_request(run: GuardedRun) -> None:
         raise stopped(run)
 
 
+def check_error_handlers(handlers: object) -> None:
+    """Refuse a run's ``error_handlers`` that is not a dict keyed by error kind, by name."""
+    if handlers is not None and not isinstance(handlers, Mapping):
+        raise TypeError(
+            "error_handlers must be a dict keyed by error kind (max_turns, model_refusal, "
+            f"invalid_final_output); got {type(handlers).__name__}"
+        )
+
+
 def guarded_error_handlers(
     handlers: RunErrorHandlers[Any] | None, run: GuardedRun
 ) -> RunErrorHandlers[Any]:
@@ -208,11 +217,6 @@ def guarded_error_handlers(
     """
     if handlers is None:
         handlers = {}
-    elif not isinstance(handlers, Mapping):
-        raise TypeError(
-            "error_handlers must be a dict keyed by error kind (max_turns, model_refusal, "
-            f"invalid_final_output); got {type(handlers).__name__}"
-        )
     caller = handlers.get("max_turns")
 
     def max_turns(data: RunErrorHandlerInput[Any]) -> Any:
