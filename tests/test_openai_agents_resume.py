@@ -309,3 +309,28 @@ def test_shadow_logs_once_per_prompt_across_a_live_resume(
     assert decided == ["would_warn", "would_stop"]  # c8, the 9th failure: would stop, once
     report = GuardedRunner.report_of(resumed)
     assert report is not None and "would_stop" in report.decisions and report.stop is None
+
+
+@pytest.mark.parametrize("way", WAYS)
+def test_a_resumed_run_stopped_at_its_last_allowed_turn_raises_the_stop(way: str) -> None:
+    # The state keeps the first run's max_turns (9): the resumed run's 9th failing batch
+    # stops it and meets the SDK's limit check first; the caller's handler is the limit's.
+    asked: list[BaseException] = []
+    fake = FakeOpenAI(failing)
+    runner = GuardedRunner(mode="enforce")
+    with serve(fake):
+        agent = make_agent(fake.base_url, [read_file])
+        waiting = run(runner, agent, "go", max_turns=9)
+        state = waiting.to_state()
+        state.approve(state.get_interruptions()[0])
+        with pytest.raises(ProtectionStopped) as raised:
+            run(
+                runner,
+                agent,
+                state,  # type: ignore[arg-type]
+                way,  # type: ignore[arg-type]
+                error_handlers={"max_turns": lambda data: asked.append(data.error) or "fallback"},
+            )
+    assert len(fake.requests) == 9 and asked == []
+    report = _assert_stopped(raised.value)
+    assert report.decisions[-1] == "stop" and raised.value.__cause__ is None

@@ -59,15 +59,14 @@ from tool_failure_guard.integrations.openai_agents._either import either
 from tool_failure_guard.integrations.openai_agents._outcomes import OUTCOME_ROWS, OutcomeRow
 from tool_failure_guard.integrations.openai_agents._resume import field, resumed_run
 from tool_failure_guard.integrations.openai_agents._run import ROUTE, GuardedRun
-from tool_failure_guard.integrations.openai_agents._stop import (
-    ProtectionStopped,
-    instead_of_max_turns,
-)
+from tool_failure_guard.integrations.openai_agents._stop import ProtectionStopped
 from tool_failure_guard.integrations.openai_agents._wiring import (
     GuardHooks,
+    check_error_handlers,
     disarm,
     guarded_agent,
     guarded_config,
+    guarded_error_handlers,
 )
 from tool_failure_guard.modes import mode_for_run
 from tool_failure_guard.telemetry.sink import GuardTelemetry
@@ -167,11 +166,8 @@ class GuardedRunner:
         try:
             result = await Runner.run(agent, input, **options)
         except BaseException as error:
-            raised = instead_of_max_turns(run, error)
-            _end(run, clone, _stop_reason(raised))
-            if raised is error:
-                raise
-            raise raised from error
+            _end(run, clone, _stop_reason(error))
+            raise
         return self._finished(run, clone, result)
 
     @either
@@ -186,11 +182,8 @@ class GuardedRunner:
         try:
             result = Runner.run_sync(agent, input, **options)
         except BaseException as error:
-            raised = instead_of_max_turns(run, error)
-            _end(run, clone, _stop_reason(raised))
-            if raised is error:
-                raise
-            raise raised from error
+            _end(run, clone, _stop_reason(error))
+            raise
         return self._finished(run, clone, result)
 
     @either
@@ -218,8 +211,8 @@ class GuardedRunner:
                 _end(run, clone, "cancelled")
             elif finished.exception() is not None:
                 _end(run, clone, _stop_reason(finished.exception()))
-            else:
-                _end(run, clone, "end_turn", interrupted=_interrupted(result))
+            else:  # the SDK's own limit too: stream_events() raises it, the task does not
+                _end(run, clone, _ended_reason(run), interrupted=_interrupted(result))
 
         task.add_done_callback(done)
         return result
@@ -234,6 +227,7 @@ class GuardedRunner:
             raise TypeError(
                 f"GuardedRunner runs an agents.Agent; got {type(starting_agent).__name__}"
             )
+        check_error_handlers(options.get("error_handlers"))  # before the run takes anything over
 
         def fresh() -> GuardedRun:
             mode = mode_for_run(self._mode)  # explicit, else the environment now
@@ -255,12 +249,13 @@ class GuardedRunner:
         kwargs = dict(options)
         kwargs["hooks"] = GuardHooks(run, kwargs.get("hooks"))
         kwargs["run_config"] = guarded_config(kwargs.get("run_config"), run)
+        kwargs["error_handlers"] = guarded_error_handlers(kwargs.get("error_handlers"), run)
         return run, agent, kwargs, clone
 
     @staticmethod
     def _finished(run: GuardedRun, clone: Agent[Any] | None, result: RunResult) -> RunResult:
         _remember(result, run)
-        _end(run, clone, "end_turn", interrupted=_interrupted(result))
+        _end(run, clone, _ended_reason(run), interrupted=_interrupted(result))
         return result
 
 
@@ -281,6 +276,11 @@ def _interrupted(result: RunResultBase) -> list[str]:
         if isinstance(call_id, str):
             ids.append(call_id)
     return ids
+
+
+def _ended_reason(run: GuardedRun) -> str:
+    """The stop reason of a run that ended without raising (a final output, or the stream over)."""
+    return "max_turn_requests" if run.turn_limit else "end_turn"
 
 
 def _stop_reason(error: BaseException | None) -> str:

@@ -101,6 +101,8 @@ class GuardedRun:
         self._running: dict[str, None] = {}  # started, not settled (in start order)
         self._reminders: list[_Reminder] = []
         self.stop: GuardStop | None = None
+        #: The SDK's own ``max_turns`` limit ended the run (raised, or its handler's output).
+        self.turn_limit = False
         self.decisions: list[str] = []
         self.model_turns = 0
         self.tool_calls = 0

@@ -8,7 +8,12 @@ the project's shared :class:`tool_failure_guard.integrations._api.ProtectionStop
 and an ``agents.MaxTurnsExceeded`` (so an ``AgentsException`` handler catches
 it too), is raised from the run's model-input filter before the next request,
 where the SDK fills its ``run_data`` as it does for its own errors; a streamed
-run raises it from ``stream_events()``.
+run raises it from ``stream_events()``.  At the run's last allowed turn the
+SDK's turn-limit check comes before that filter: the run's ``max_turns`` error
+handler raises it there instead (``_wiring.guarded_error_handlers``), so the
+stop, decided first, is what every way to run raises.  The SDK's
+``max_turns`` handler is its turn limit's: never consulted for a protection's
+stop, whose final output is ``on_stop="end"``'s.
 
 ``on_stop="end"`` ends the run normally with the stop text as its
 ``final_output``, but only where a text answer is type-correct: the agent's
@@ -53,18 +58,3 @@ def text_output(agent: Any) -> bool:
 def ends_with_text(run: GuardedRun, agent: Any) -> bool:
     """Whether ``run``'s stop ends it with the stop text as ``agent``'s final output."""
     return run.on_stop == "end" and text_output(agent)
-
-
-def instead_of_max_turns(run: GuardedRun, error: BaseException) -> BaseException:
-    """The error a non-streamed run raises when the SDK's turn limit came before the stop's.
-
-    A stop decided at the run's last allowed turn is raised at the next turn,
-    where the SDK's own ``max_turns`` check comes first: the stop is the cause,
-    so the run raises :class:`ProtectionStopped` (with the SDK's ``run_data``).
-    """
-    ours = isinstance(error, ProtectionStopped)
-    if isinstance(error, MaxTurnsExceeded) and not ours and run.stop is not None:
-        replacement = stopped(run)
-        replacement.run_data = error.run_data
-        return replacement
-    return error

@@ -13,20 +13,24 @@ core's actions; none decides anything itself:
 - the run config's ``call_model_input_filter`` raises the stop there, before
   the next model request (``_stop``), and otherwise re-inserts every reminder
   at its place on each model request (the SDK does not keep filter edits); its
-  ``tool_error_formatter`` sees unknown tools and rejected approvals.
+  ``tool_error_formatter`` sees unknown tools and rejected approvals;
+- the run's ``error_handlers["max_turns"]``, which the SDK consults at its turn
+  limit check in place of that request, raises the stop there too (and is
+  otherwise the caller's own handler, or none).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from agents import Agent, FunctionTool, RunConfig, RunHooks, ToolsToFinalOutputResult
 from agents.handoffs import Handoff
 from agents.items import ModelResponse
 from agents.run_config import CallModelData, ModelInputData, ToolErrorFormatterArgs
+from agents.run_error_handlers import RunErrorHandlerInput, RunErrorHandlers
 
 from tool_failure_guard.core import FunctionCall, Stop
 from tool_failure_guard.integrations.openai_agents import _outcomes as outcomes
@@ -175,6 +179,54 @@ def disarm(agent: Agent[Any]) -> None:
         agent.tool_use_behavior = binding.original_behaviour
 
 
+def stop_before_request(run: GuardedRun) -> None:
+    """Raise the run's stop, if it has one, where the SDK would make its next model request.
+
+    First the batch the SDK never handed to the agent's behaviour is closed (its
+    action may be the stop).  Called from the two places the SDK passes before
+    that request: the model-input filter, and (at the run's last allowed turn,
+    where the SDK's ``max_turns`` check comes first) the max-turns handler.
+    """
+    run.close()
+    if run.stop is not None:
+        raise stopped(run)
+
+
+def check_error_handlers(handlers: object) -> None:
+    """Refuse a run's ``error_handlers`` that is not a dict keyed by error kind, by name."""
+    if handlers is not None and not isinstance(handlers, Mapping):
+        raise TypeError(
+            "error_handlers must be a dict keyed by error kind (max_turns, model_refusal, "
+            f"invalid_final_output); got {type(handlers).__name__}"
+        )
+
+
+def guarded_error_handlers(
+    handlers: RunErrorHandlers[Any] | None, run: GuardedRun
+) -> RunErrorHandlers[Any]:
+    """The run's ``error_handlers`` with the guard's ``max_turns`` handler wrapping the caller's.
+
+    The SDK consults ``max_turns`` at its turn-limit check, which comes before
+    the model-input filter: a stop decided on the last allowed turn's batch is
+    raised there (the protection decided first), so every way to run raises
+    :class:`ProtectionStopped` for it and the caller's handler, the turn limit's,
+    is never consulted for a protection's stop.  Without a stop it is the
+    caller's handler (the SDK awaits an awaitable answer), or none: ``None``
+    lets the SDK raise its own ``MaxTurnsExceeded``; either way the run ended at
+    the SDK's limit (``GuardedRun.turn_limit``: the prompt's ``max_turn_requests``).
+    """
+    if handlers is None:
+        handlers = {}
+    caller = handlers.get("max_turns")
+
+    def max_turns(data: RunErrorHandlerInput[Any]) -> Any:
+        stop_before_request(run)
+        run.turn_limit = True  # the SDK's limit ends the run, whatever the caller's handler says
+        return caller(data) if caller is not None else None
+
+    return {**handlers, "max_turns": max_turns}
+
+
 def guarded_config(config: RunConfig | dict[str, Any] | None, run: GuardedRun) -> RunConfig:
     """The run config with the guard's input filter and error formatter before the caller's."""
     if config is None:
@@ -185,9 +237,7 @@ def guarded_config(config: RunConfig | dict[str, Any] | None, run: GuardedRun) -
     user_formatter = config.tool_error_formatter
 
     async def input_filter(data: CallModelData[Any]) -> ModelInputData:
-        run.close()  # a batch the SDK never handed to the agent's behaviour
-        if run.stop is not None:  # no model request after a stop
-            raise stopped(run)
+        stop_before_request(run)
         model_data = data.model_data
         if user_filter is not None:
             answer = user_filter(data)
