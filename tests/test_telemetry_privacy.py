@@ -427,6 +427,7 @@ def test_logs_hold_only_documented_fields_and_no_private_strings(
         attributes = dict(record.log_record.attributes or {})
         # The name twice (OTLP's eventName, the original's event.name attribute), nothing else.
         assert attributes.pop(telemetry.EVENT_NAME_ATTRIBUTE) == record.log_record.event_name
+        assert not telemetry.ORIGINAL_ONLY_ATTRIBUTES & set(attributes)
         # A body of constant text: the original's words with a closed-set label, else the name.
         assert record.log_record.body == {
             GUARD_LOG_EVENT: telemetry.guard_log_body(str(attributes.get("decision"))),

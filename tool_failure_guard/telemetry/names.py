@@ -43,6 +43,9 @@ LOOP_DETECTED_EVENT: Final = "loop_detected"
 #: Counter: one increment per settled tool call, by execution status (the execution SLI).
 TOOL_CALL_COUNTER: Final = "qwen-code.tool.execution.count"
 
+#: Attributes of the original's records this sink never writes: the record's own timestamp
+#: carries the time, and the loop record's ``prompt_id`` starts with the session id.
+ORIGINAL_ONLY_ATTRIBUTES: Final = frozenset({"event.timestamp", "session.id"})
 #: The names above: the signals whose name comes from the original.
 ORIGINAL_NAMES: Final = frozenset(
     {GUARD_COUNTER, GUARD_LOG_EVENT, LOOP_DETECTED_EVENT, TOOL_CALL_COUNTER}
