@@ -174,7 +174,7 @@ def test_our_telemetry_names_are_the_ones_the_original_bundle_fixes() -> None:
     assert f'this["event.name"] = "{names.LOOP_DETECTED_EVENT}";' in loop_class.group(1)
     # What its records carry that ours never do (docs/parity.md): a timestamp attribute,
     # and on the loop record the session id (getCommonAttributes).
-    assert names.ORIGINAL_ONLY_ATTRIBUTES == {"event.timestamp", "session.id"}
+    assert {"event.timestamp", "session.id"} == names.ORIGINAL_ONLY_ATTRIBUTES
     assert 'this["event.timestamp"] = ' in loop_class.group(1)
     assert '"session.id": config.getSessionId()' in loggers
     # The records' bodies, and where the name goes: the event.name attribute only.

@@ -725,9 +725,11 @@ def test_doc_signal_names_match_the_code() -> None:
     assert {n for n, source in origin.items() if source == "the original"} == (
         telemetry.ORIGINAL_NAMES
     )
-    assert {n for n, source in origin.items() if source == "this project"} == {
-        n for n in names if n.startswith(telemetry.OWN_PREFIX)
-    } == names - telemetry.ORIGINAL_NAMES
+    assert (
+        {n for n, source in origin.items() if source == "this project"}
+        == {n for n in names if n.startswith(telemetry.OWN_PREFIX)}
+        == names - telemetry.ORIGINAL_NAMES
+    )
     assert names == {
         GUARD_COUNTER,
         GUARD_LOG_EVENT,
