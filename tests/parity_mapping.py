@@ -123,10 +123,6 @@ TELEMETRY_DECISION = {
     "would_stop": "would_stop",
     "stop": "stopped",
 }
-#: Our guard log record's event name -> the original's.
-GUARD_LOG_EVENT = {
-    "tool_failure_guard.repeated_tool_failure_guard": "qwen-code.repeated_tool_failure_guard"
-}
 #: Fields of the guard's log record both write with the same meaning.
 SHARED_GUARD_LOG_FIELDS = (
     "route",

@@ -36,15 +36,16 @@ from qwen_original import (
     Host,
     HostPlan,
     debug_decisions,
-    guard_events,
     log_events,
     make_home,
     read_telemetry,
     spawn_original,
     telemetry_settings,
 )
+from qwen_records import Counters, otlp_counters, outfile_counters
 
 from tool_failure_guard.session.transport.client import agent_environment
+from tool_failure_guard.telemetry.names import GUARD_LOG_EVENT, LOOP_DETECTED_EVENT
 
 AGENTS = ("ours", "original")
 FAILING_SHELL = "exit 3"
@@ -136,6 +137,34 @@ class SessionRun:
     loop_records: list[dict[str, Any]]
     #: the original's ``--debug`` guard lines (empty for ours)
     debug: list[dict[str, str]]
+    #: what the session's agent process wrote, all its sessions together
+    signals: Signals
+
+
+@attrs.frozen
+class Signals:
+    """One agent process's telemetry by name: each log record's event name and body, and
+    its counters (both agents' files hold both)."""
+
+    #: (``event.name`` attribute, body) of every log record
+    records: frozenset[tuple[str, str]]
+    counters: Counters
+
+    @property
+    def events(self) -> frozenset[str]:
+        return frozenset(event for event, _ in self.records)
+
+    def bodies(self, event: str) -> frozenset[str]:
+        return frozenset(body for name, body in self.records if name == event)
+
+
+def _signals(records: Sequence[dict[str, Any]], counters: Counters) -> Signals:
+    named = frozenset(
+        (str(r["attributes"].get("event.name")), str(r.get("body", r.get("_body"))))
+        for r in records
+        if "event.name" in r.get("attributes", {})  # log records (not spans, metrics)
+    )
+    return Signals(records=named, counters=counters)
 
 
 def _attribute_value(value: dict[str, Any]) -> Any:
@@ -148,9 +177,10 @@ def _attribute_value(value: dict[str, Any]) -> Any:
 
 
 def our_log_records(path: Path) -> list[dict[str, Any]]:
-    """Every log record of our OTLP JSON-lines file as ``{"attributes": {...}}``.
+    """Every log record of our OTLP JSON-lines file as ``{"attributes": {...}, "body": ...}``.
 
-    The attributes get ``event.name`` (the record's ``eventName``), the original's shape.
+    Each record names its event twice: OTLP's ``eventName`` and the ``event.name``
+    attribute, the original's spelling (the only one it writes); they must agree.
     """
     records = []
     if not path.is_file():
@@ -164,8 +194,9 @@ def our_log_records(path: Path) -> list[dict[str, Any]]:
                         a["key"]: _attribute_value(a.get("value", {}))
                         for a in record.get("attributes", ())
                     }
-                    attributes["event.name"] = record.get("eventName")
-                    records.append({"attributes": attributes})
+                    assert attributes.get("event.name") == record.get("eventName"), record
+                    body = _attribute_value(record.get("body", {}))
+                    records.append({"attributes": attributes, "body": body})
     return records
 
 
@@ -214,7 +245,7 @@ async def run_group(model: Model, agent: str, group: Group, base_url: str) -> li
             ) as conn:
                 done = await _serve_sessions(conn, host, model, agent, group)
             records = read_telemetry(telemetry)
-            guard, loops = guard_events(records), log_events(records, "loop_detected")
+            signals = _signals(records, outfile_counters(records))
         else:
             home.mkdir()
             argv = ["-m", "tool_failure_guard", "agent", "--model", f"openai:{MODEL}"]
@@ -236,8 +267,9 @@ async def run_group(model: Model, agent: str, group: Group, base_url: str) -> li
                 await conn.initialize(protocol_version=PROTOCOL_VERSION)
                 done = await _serve_sessions(conn, host, model, agent, group)
             records = our_log_records(telemetry)
-            guard = log_events(records, "tool_failure_guard.repeated_tool_failure_guard")
-            loops = log_events(records, "tool_failure_guard.loop_detected")
+            signals = _signals(records, otlp_counters(telemetry))
+    # One name for both: the original's (ours took them, tests/test_parity_session.py).
+    guard, loops = log_events(records, GUARD_LOG_EVENT), log_events(records, LOOP_DETECTED_EVENT)
     return [
         SessionRun(
             agent=agent,
@@ -252,6 +284,7 @@ async def run_group(model: Model, agent: str, group: Group, base_url: str) -> li
             guard_records=_of_session(guard, session_id),
             loop_records=_of_session(loops, session_id),
             debug=debug_decisions(home, session_id) if agent == "original" else [],
+            signals=signals,
         )
         for label, episode, session_id, outcome in done
     ]

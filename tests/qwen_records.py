@@ -65,3 +65,56 @@ def debug_decisions(home: Path, session_id: str) -> list[dict[str, str]]:
         match.groupdict()
         for match in _DEBUG_LINE.finditer(path.read_text(encoding="utf-8", errors="replace"))
     ]
+
+
+# -- the names and counters both agents write ------------------------------------------
+
+#: counter name -> (sorted label items) -> the counter's last cumulative value
+Counters = dict[str, dict[tuple[tuple[str, str], ...], int]]
+
+
+def outfile_counters(records: Sequence[Mapping[str, Any]]) -> Counters:
+    """The cumulative counters of the original's outfile (its metric batches, last wins)."""
+    found: Counters = {}
+    for record in records:
+        for scope in record.get("scopeMetrics") or ():
+            for metric in scope.get("metrics") or ():
+                if metric.get("descriptor", {}).get("type") != "COUNTER":
+                    continue  # histograms, gauges
+                series = found.setdefault(str(metric["descriptor"]["name"]), {})
+                for point in metric.get("dataPoints") or ():
+                    labels = tuple(sorted((k, str(v)) for k, v in point["attributes"].items()))
+                    series[labels] = int(point["value"])
+    return found
+
+
+def otlp_counters(path: Path) -> Counters:
+    """The cumulative counters of an OTLP JSON-lines file (ours: ``--telemetry file:``)."""
+    found: Counters = {}
+    if not path.is_file():
+        return found
+    for line in path.read_text(encoding="utf-8").splitlines():
+        for resource in json.loads(line).get("resourceMetrics", ()):
+            for scope in resource.get("scopeMetrics", ()):
+                for metric in scope.get("metrics", ()):
+                    if "sum" not in metric:
+                        continue  # histograms, gauges
+                    series = found.setdefault(str(metric["name"]), {})
+                    for point in metric.get("sum", {}).get("dataPoints", ()):
+                        labels = tuple(
+                            sorted(
+                                (a["key"], str(next(iter(a["value"].values()))))
+                                for a in point.get("attributes", ())
+                            )
+                        )
+                        series[labels] = int(point.get("asInt", 0))
+    return found
+
+
+def totals_by(series: Mapping[tuple[tuple[str, str], ...], int], *keys: str) -> dict[Any, int]:
+    """A counter's totals summed over every label but ``keys``."""
+    totals: dict[Any, int] = {}
+    for labels, value in series.items():
+        kept = tuple(v for k, v in labels if k in keys)
+        totals[kept] = totals.get(kept, 0) + value
+    return totals

@@ -6,30 +6,52 @@ turns them into rows of the exporter's ``otel_logs`` table for ClickHouse.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import duckdb
 
 from tool_failure_guard.rollout import sql
 from tool_failure_guard.rollout.engine import DuckDBEngine
+from tool_failure_guard.telemetry import names
 
 EVENTS = {
-    "prompt": "tool_failure_guard.prompt",
-    "guard": "tool_failure_guard.repeated_tool_failure_guard",
-    "call": "tool_failure_guard.tool_call",
+    "prompt": names.PROMPT_EVENT,
+    "guard": names.GUARD_LOG_EVENT,
+    "call": names.TOOL_CALL_EVENT,
+    "loop": names.LOOP_DETECTED_EVENT,
 }
+#: The names an earlier build wrote (``names.EARLIER_EVENT_NAMES``), for the alias tests;
+#: its records carried the scope too, but exports made without it exist (``scope=""``).
+EARLIER_EVENTS = {
+    kind: next((old for old, new in names.EARLIER_EVENT_NAMES.items() if new == name), name)
+    for kind, name in EVENTS.items()
+}
+#: A row's instrumentation scope: the sink's.
+SCOPE = names.INSTRUMENTATION_SCOPE
+#: ``INSERT`` of one row into DuckDB's ``logs`` (time, name, scope, resource, attributes).
+INSERT = (
+    "INSERT INTO logs (Timestamp, EventName, ScopeName, ResourceAttributes, LogAttributes) "
+    "VALUES (TIMESTAMP '2026-11-01 10:00:00' + to_seconds(?), ?, ?, "
+)
 #: One attribute map of DuckDB's ``logs`` table (its keys, their values) as parameters.
 LISTS = "struct_pack(keys := ?::VARCHAR[], vals := ?::VARCHAR[])"
 #: 2026-11-01T10:00:00Z, the first row's time (one second apart).
 START_S = 1_793_527_200
 
 
-def otel_rows(rows: list[tuple[str, str, dict[str, str]]]) -> list[dict[str, Any]]:
+def otel_rows(
+    rows: list[tuple[str, str, dict[str, str]]],
+    *,
+    events: Mapping[str, str] = EVENTS,
+    scope: str = SCOPE,
+) -> list[dict[str, Any]]:
     """The same rows as ``otel_logs`` rows (JSONEachRow dicts)."""
     return [
         {
             "Timestamp": f"{START_S + second}.000000000",
-            "EventName": EVENTS[kind],
+            "EventName": events[kind],
+            "ScopeName": scope,
             "ServiceName": "tool-failure-guard",
             "ResourceAttributes": {
                 "deployment.environment": "internal",
@@ -41,18 +63,23 @@ def otel_rows(rows: list[tuple[str, str, dict[str, str]]]) -> list[dict[str, Any
     ]
 
 
-def engine(rows: list[tuple[str, str, dict[str, str]]]) -> DuckDBEngine:
+def engine(
+    rows: list[tuple[str, str, dict[str, str]]],
+    *,
+    events: Mapping[str, str] = EVENTS,
+    scope: str = SCOPE,
+) -> DuckDBEngine:
     """A ``logs`` table of (kind, owner, attributes) rows, one second apart."""
     con = duckdb.connect()
     con.execute(sql.LOGS_TABLE)
     for second, (kind, owner, attributes) in enumerate(rows):
         resource = {"deployment.environment": "internal", "enduser.pseudo.id": owner}
         con.execute(
-            f"INSERT INTO logs VALUES (TIMESTAMP '2026-11-01 10:00:00' + to_seconds(?), ?, "
-            f"{LISTS}, {LISTS})",
+            f"{INSERT}{LISTS}, {LISTS})",
             [
                 second,
-                EVENTS[kind],
+                events[kind],
+                scope,
                 list(resource),
                 list(resource.values()),
                 list(attributes),

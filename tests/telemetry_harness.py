@@ -10,7 +10,11 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.resources import Resource
 
-from tool_failure_guard.telemetry.sink import LoopDetectedEvent, OpenTelemetrySink
+from tool_failure_guard.telemetry.sink import (
+    EVENT_NAME_ATTRIBUTE,
+    LoopDetectedEvent,
+    OpenTelemetrySink,
+)
 
 
 class Harness:
@@ -47,9 +51,17 @@ class Harness:
         return found
 
     def logs(self, event_name: str) -> list[dict[str, Any]]:
-        """Attributes of every exported log record with this event name, in order."""
-        return [
-            dict(record.log_record.attributes or {})
-            for record in self.exporter.get_finished_logs()
-            if record.log_record.event_name == event_name
-        ]
+        """Attributes of every exported log record with this event name, in order.
+
+        Each record names its event twice, as OTLP's ``eventName`` and as the
+        ``event.name`` attribute (the original's spelling): checked equal here, and the
+        attribute left out of what is returned (the records' own fields).
+        """
+        found = []
+        for record in self.exporter.get_finished_logs():
+            if record.log_record.event_name != event_name:
+                continue
+            attributes = dict(record.log_record.attributes or {})
+            assert attributes.pop(EVENT_NAME_ATTRIBUTE) == event_name
+            found.append(attributes)
+        return found

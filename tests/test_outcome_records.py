@@ -35,9 +35,11 @@ from tool_failure_guard.telemetry.build import build_telemetry
 from tool_failure_guard.telemetry.otlp_file import otlp_json
 from tool_failure_guard.telemetry.sink import (
     GUARD_LOG_EVENT,
+    LOOP_DETECTED_COUNTER,
     PROMPT_EVENT,
     PROMPT_LOG_FIELDS,
     SESSION_CLOSED_EVENT,
+    TOOL_CALL_COUNTER,
     TOOL_CALL_EVENT,
     TOOL_CALL_LOG_FIELDS,
     OpenTelemetrySink,
@@ -284,6 +286,38 @@ def test_file_telemetry_writes_otlp_json_lines(
     assert saw_metrics
     assert events.count(PROMPT_EVENT) == 1
     assert events.count(TOOL_CALL_EVENT) == 12
+
+
+_EXIT_WITHOUT_SHUTDOWN = """
+import sys
+from tool_failure_guard.telemetry.build import build_telemetry
+sink = build_telemetry("file:" + sys.argv[1])
+sink.tool_call_settled(terminal_status="error", execution_status="error", tool_type="native")
+sink.loop_detected(prompt_id="p########1", loop_type="turn_tool_call_cap")
+"""
+
+
+def test_file_telemetry_keeps_the_last_metrics_when_the_process_just_exits(
+    tmp_path: Path,
+) -> None:
+    """The agent never shuts the sink down itself: the providers do at interpreter exit,
+    the logger provider (created last) first.  The metric reader's last export, after the
+    log exporter's shutdown, must still reach the shared file."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "telemetry.jsonl"
+    subprocess.run([sys.executable, "-c", _EXIT_WITHOUT_SHUTDOWN, str(path)], check=True)
+    lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    metrics = {
+        metric["name"]
+        for line in lines
+        for rm in line.get("resourceMetrics", ())
+        for sm in rm["scopeMetrics"]
+        for metric in sm["metrics"]
+    }
+    assert metrics == {TOOL_CALL_COUNTER, LOOP_DETECTED_COUNTER}
+    assert any("resourceLogs" in line for line in lines)
 
 
 def test_trace_and_span_ids_are_hex_not_base64() -> None:

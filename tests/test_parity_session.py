@@ -25,12 +25,19 @@ from openai_server import FakeOpenAI, serve
 from parity_mapping import TELEMETRY_DECISION, shared_guard_fields
 from parity_session import EPISODES, Group, Model, SessionRun, run_all
 from qwen_original import DRAIN_BARE, DRAIN_UNDERSCORE, HostPlan, require_qwen
+from qwen_records import totals_by
 
 from tool_failure_guard.guard import (
     REPEATED_TOOL_FAILURE_REMINDER,
     REPEATED_TOOL_FAILURE_STOP_MESSAGE,
 )
 from tool_failure_guard.session.pipeline.drain import QUEUED_INPUT_PREFIX
+from tool_failure_guard.telemetry.names import (
+    GUARD_COUNTER,
+    GUARD_LOG_EVENT,
+    LOOP_DETECTED_EVENT,
+    TOOL_CALL_COUNTER,
+)
 
 MODES = ("off", "shadow", "warn", "enforce")
 TYPED = "please look somewhere else"
@@ -212,6 +219,42 @@ def test_the_guard_records_the_same_decisions(
     assert [TELEMETRY_DECISION[d["decision"]] for d in original.debug] == [
         r["decision"] for r in original.guard_records
     ]
+
+
+@pytest.mark.parametrize("mode", ("shadow", "warn", "enforce"))
+def test_both_write_the_guard_and_loop_records_and_counters_under_the_same_names(
+    runs: dict[Any, SessionRun], mode: str
+) -> None:
+    # Not mapped: the names each agent wrote, compared as they are (docs/telemetry.md).
+    ours, original = pair(runs, mode, "stubborn")
+    shared = {GUARD_LOG_EVENT} | ({LOOP_DETECTED_EVENT} if mode == "enforce" else set())
+    assert ours.signals.events & original.signals.events == shared
+    assert set(ours.signals.counters) & set(original.signals.counters) == {
+        GUARD_COUNTER,
+        TOOL_CALL_COUNTER,
+    }
+    # ... with the original's log bodies (its decisions' words; the guard's loop type)
+    for event in shared:
+        assert ours.signals.bodies(event) == original.signals.bodies(event) != frozenset()
+
+
+@pytest.mark.parametrize("mode", ("off", "shadow", "warn"))
+def test_the_counters_count_the_same_transitions_and_calls_with_the_same_labels(
+    runs: dict[Any, SessionRun], mode: str
+) -> None:
+    # These groups serve the same sessions to both agents: the counters must agree.
+    ours, original = pair(runs, mode, "control")
+    mine, theirs = ours.signals.counters, original.signals.counters
+    assert mine.get(GUARD_COUNTER, {}) == theirs.get(GUARD_COUNTER, {})
+    assert (mode == "off") == (GUARD_COUNTER not in mine)
+    # The execution counter: one per settled call by frozen execution status and tool
+    # type; ours adds the terminal status as a label (a listed difference).
+    by = ("execution_status", "tool_type")
+    assert totals_by(mine[TOOL_CALL_COUNTER], *by) == totals_by(theirs[TOOL_CALL_COUNTER], *by)
+    assert ("error", "native") in totals_by(mine[TOOL_CALL_COUNTER], *by)
+    keys = {k for labels in mine[TOOL_CALL_COUNTER] for k, _ in labels}
+    their_keys = {k for labels in theirs[TOOL_CALL_COUNTER] for k, _ in labels}
+    assert keys - their_keys == {"terminal_status"} and their_keys <= keys
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -10,6 +10,7 @@ two whose host has only the ``_`` name or no drain at all.
 from __future__ import annotations
 
 import asyncio
+import re
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,7 @@ from qwen_original import (
 )
 
 from tool_failure_guard.guard import REPEATED_TOOL_FAILURE_REMINDER
+from tool_failure_guard.telemetry import names
 
 LOOP_ERROR = (
     "Tool-call loop protection stopped this turn. The session is still available; "
@@ -144,3 +146,45 @@ def test_the_harness_runs_the_original_and_reads_back_its_guard(tmp_path: Path) 
         assert host.drains_of(session_id) == []
         assert [r.method for r in host.refused if r.session_id == session_id] == [DRAIN_BARE]
         assert [d["decision"] for d in debug_decisions(home, session_id)] == ["reset"]
+
+
+# -- the names the original's telemetry fixes (ours took them: docs/telemetry.md) ---------
+
+
+def _bundle_constants(text: str) -> dict[str, str]:
+    """``var NAME = "…"`` and ``var NAME = `${SERVICE_NAME}…``` constants of a chunk."""
+    found = dict(re.findall(r'^var ([A-Z_]+) = "([^"]*)";$', text, re.MULTILINE))
+    for name, rest in re.findall(r"^var ([A-Z_]+) = `\$\{SERVICE_NAME\}([^`]*)`;$", text, re.M):
+        found[name] = found["SERVICE_NAME"] + rest
+    return found
+
+
+def test_our_telemetry_names_are_the_ones_the_original_bundle_fixes() -> None:
+    require_qwen()
+    metrics = chunk_with("recordRepeatedToolFailureGuardMetrics").read_text(encoding="utf-8")
+    constants = _bundle_constants(metrics)
+    assert constants["EVENT_REPEATED_TOOL_FAILURE_GUARD"] == names.GUARD_LOG_EVENT
+    assert constants["REPEATED_TOOL_FAILURE_GUARD_COUNT"] == names.GUARD_COUNTER
+    assert constants["TOOL_EXECUTION_COUNT"] == names.TOOL_CALL_COUNTER
+    # Its logger and meter are named SERVICE_NAME; ours keep this library's scope.
+    assert constants["SERVICE_NAME"] == "qwen-code" != names.INSTRUMENTATION_SCOPE
+    loggers = chunk_with("logLoopDetected").read_text(encoding="utf-8")
+    loop_class = re.search(r"var LoopDetectedEvent = class \{(.*?)\n\};", loggers, re.DOTALL)
+    assert loop_class is not None
+    assert f'this["event.name"] = "{names.LOOP_DETECTED_EVENT}";' in loop_class.group(1)
+    # What its records carry that ours never do (docs/parity.md): a timestamp attribute,
+    # and on the loop record the session id (getCommonAttributes).
+    assert {"event.timestamp", "session.id"} == names.ORIGINAL_ONLY_ATTRIBUTES
+    assert 'this["event.timestamp"] = ' in loop_class.group(1)
+    assert '"session.id": config.getSessionId()' in loggers
+    # The records' bodies, and where the name goes: the event.name attribute only.
+    assert f"body: `{names.guard_log_body('${event.decision}')}`," in loggers
+    assert f"body: `{names.loop_log_body('${event.loop_type}')}`," in loggers
+    assert '"event.name": EVENT_REPEATED_TOOL_FAILURE_GUARD' in loggers
+    assert names.EVENT_NAME_ATTRIBUTE == "event.name"
+    # The execution counter's labels: execution status and tool type, as ours (plus one).
+    recorded = re.search(r"recordToolExecutionMetrics\(config, \{(.*?)\}\);", loggers, re.DOTALL)
+    assert recorded is not None
+    labels = set(re.findall(r"(\w+): normalizedEvent\.\w+", recorded.group(1)))
+    assert labels == {"execution_status", "tool_type"}
+    assert set(names.TOOL_CALL_ATTRIBUTE_VALUES) == labels | {"terminal_status"}

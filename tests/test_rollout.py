@@ -16,7 +16,7 @@ import attrs
 import duckdb
 import numpy as np
 import pytest
-from rollout_records import LISTS
+from rollout_records import EVENTS, INSERT, LISTS, SCOPE
 
 from tool_failure_guard.commands.cli import main
 from tool_failure_guard.rollout import assign, check, design, gates, load, sql, stats
@@ -386,12 +386,6 @@ def test_malformed_enforced_stops_fail_their_gate_with_prompt_ids() -> None:
     reminder, a different key, a stop not persisted or not reported) are found
     by the gate alone, each with its prompt id, per environment.
     """
-    events = {
-        "guard": "tool_failure_guard.repeated_tool_failure_guard",
-        "prompt": "tool_failure_guard.prompt",
-        "loop": "tool_failure_guard.loop_detected",
-        "call": "tool_failure_guard.tool_call",
-    }
     rows = [
         *_stop_records("a-good########1"),
         *_stop_records("b-no-reminder########1", reminder="would_warn"),
@@ -406,11 +400,11 @@ def test_malformed_enforced_stops_fail_their_gate_with_prompt_ids() -> None:
     con.execute(sql.LOGS_TABLE)
     for second, (kind, resource, attributes) in enumerate(rows):
         con.execute(
-            f"INSERT INTO logs VALUES (TIMESTAMP '2026-11-01 10:00:00' + to_seconds(?), ?, "
-            f"{LISTS}, {LISTS})",
+            f"{INSERT}{LISTS}, {LISTS})",
             [
                 second,
-                events[kind],
+                EVENTS[kind],
+                SCOPE,
                 list(resource),
                 list(resource.values()),
                 list(attributes),

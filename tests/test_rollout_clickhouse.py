@@ -22,7 +22,7 @@ import rollout_records as records
 from clickhouse_http import serve
 
 from tool_failure_guard.commands.cli import main
-from tool_failure_guard.rollout import check, gates, load, otel_logs
+from tool_failure_guard.rollout import agents, check, gates, load, otel_logs
 from tool_failure_guard.rollout.engine import (
     ChdbExecutor,
     ClickHouseEngine,
@@ -31,6 +31,11 @@ from tool_failure_guard.rollout.engine import (
     InputError,
 )
 from tool_failure_guard.rollout.simulate import FleetConfig, simulate
+from tool_failure_guard.telemetry.names import (
+    EARLIER_EVENT_NAMES,
+    GUARD_LOG_EVENT,
+    LOOP_DETECTED_EVENT,
+)
 
 #: Small fleets (CI budget): both arms, all three boundary kinds, loops that stop.
 ENFORCE = FleetConfig(
@@ -326,3 +331,95 @@ def test_a_cap_stop_below_the_cap_is_a_violation_under_either_loop_type_name(
             "tool_call_cap-below########0",
             "turn_tool_call_cap-below########0",
         ], engine.name
+
+
+def _as_an_earlier_build_wrote(path: Path, out: Path) -> dict[str, int]:
+    """``path``'s records as an earlier build wrote them: the guard's and the loop's under
+    their earlier names (``EARLIER_EVENT_NAMES``), no ``event.name`` attribute, and -- as
+    an export that dropped it -- no instrumentation scope.  Returns the renamed counts."""
+    earlier = {new: old for old, new in EARLIER_EVENT_NAMES.items()}
+    renamed: dict[str, int] = {}
+    lines = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        data = json.loads(line)
+        for resource_logs in data.get("resourceLogs", ()):
+            for scope_logs in resource_logs.get("scopeLogs", ()):
+                scope_logs.pop("scope", None)
+                for record in scope_logs.get("logRecords", ()):
+                    name = record["eventName"]
+                    if name in earlier:
+                        renamed[name] = renamed.get(name, 0) + 1
+                        record["eventName"] = earlier[name]
+                    record["attributes"] = [
+                        a for a in record["attributes"] if a["key"] != "event.name"
+                    ]
+        lines.append(json.dumps(data))
+    out.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return renamed
+
+
+def test_records_under_their_earlier_names_give_the_same_gates_on_both_engines(
+    chdb: ChdbExecutor,
+    fleets: dict[str, list[Path]],
+    enforce_results: tuple[dict[str, Any], dict[str, Any], ClickHouseEngine],
+    tmp_path: Path,
+) -> None:
+    """An earlier build's export (its own names, no scope) loses nothing: same gates.
+
+    On DuckDB from the JSON lines and from a Parquet file of the earlier layout (no
+    ``ScopeName`` column), and on ClickHouse from the exporter's table.
+    """
+    expected, _, _ = enforce_results
+    earlier = tmp_path / "earlier.jsonl"
+    renamed = _as_an_earlier_build_wrote(fleets["enforce"][0], earlier)
+    assert renamed.get(GUARD_LOG_EVENT, 0) > 0 and renamed.get(LOOP_DETECTED_EVENT, 0) > 0
+    assert GUARD_LOG_EVENT not in earlier.read_text(encoding="utf-8")
+    assert _duckdb([earlier], "enforce", Filters()) == expected
+    otel_logs.fill(chdb.command, [earlier], tmp_path, table="earlier_enforce")
+    clickhouse = ClickHouseEngine(chdb, table="earlier_enforce")
+    assert _run(clickhouse, "earlier_enforce", "enforce") == expected
+    # A Parquet export of the earlier layout: the logs columns without ScopeName.
+    parquet = tmp_path / "earlier.parquet"
+    con = load.connect([earlier])
+    maps = ", ".join(
+        f"map({c}.keys, {c}.vals) AS {c}" for c in ("ResourceAttributes", "LogAttributes")
+    )
+    con.execute(
+        f"COPY (SELECT Timestamp, EventName, {maps} FROM logs) TO '{parquet}' (FORMAT parquet)"
+    )
+    con.close()
+    assert _duckdb([parquet], "enforce", Filters()) == expected
+
+
+def test_a_table_without_scope_name_reads_our_earlier_names_not_our_new_ones_as_ours(
+    chdb: ChdbExecutor, tmp_path: Path
+) -> None:
+    """ClickHouse without ``ScopeName`` (an exporter before it): no row has our scope.
+
+    An earlier build's names are ours by their namespace, so its records are read as on
+    DuckDB; the guard records under the original's names can then only be Qwen Code's.
+    """
+    rows: list[Any] = records.loop("a-earlier########0", "shadow", "o1")
+    ddl = otel_logs.otel_logs_ddl("{table}").replace("    ScopeName String,\n", "")
+    assert "ScopeName" not in ddl
+    for table, events in (("no_scope", records.EARLIER_EVENTS), ("no_scope_new", records.EVENTS)):
+        staged = tmp_path / f"{table}.jsonl"
+        shaped = records.otel_rows(rows, events=events, scope="")
+        staged.write_text(
+            "".join(
+                json.dumps({k: v for k, v in r.items() if k != "ScopeName"}) + "\n" for r in shaped
+            )
+        )
+        chdb.command(ddl.format(table=table))
+        chdb.command(f"INSERT INTO {table} FROM INFILE '{staged}' FORMAT JSONEachRow")
+    engine = ClickHouseEngine(chdb, table="no_scope")
+    assert not engine.has_scope_name
+    expected = _run(records.engine(rows), "hand-built", None)
+    assert expected["environments"]["internal"]["would_stop"] == 1
+    assert _run(engine, "no_scope", None) == expected
+    assert (
+        _run(records.engine(rows, events=records.EARLIER_EVENTS, scope=""), "x", None) == expected
+    )
+    guard_rows = sum(1 for kind, _, _ in rows if kind == "guard")
+    found = agents.counts(ClickHouseEngine(chdb, table="no_scope_new"), "")
+    assert found == {agents.OURS: len(rows) - guard_rows, agents.QWEN_CODE: guard_rows}

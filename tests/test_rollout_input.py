@@ -280,7 +280,7 @@ def test_duckdb_rendering_changes_only_the_map_spellings() -> None:
     con = duckdb.connect()
     con.execute(sql.LOGS_TABLE)
     con.execute(
-        "INSERT INTO logs VALUES (NULL, 'e', {'keys': [], 'vals': []}, "
+        "INSERT INTO logs VALUES (NULL, 'e', '', {'keys': [], 'vals': []}, "
         "{'keys': ['it''s', 'b', 'it''s'], 'vals': ['1', '2', '3']})"
     )
     row = con.execute(rendered).fetchone()

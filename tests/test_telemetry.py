@@ -718,7 +718,18 @@ def _ticked(cell: str) -> set[str]:
 
 
 def test_doc_signal_names_match_the_code() -> None:
-    names = {name for _, _, cell in _doc_table("telemetry-signals") for name in _ticked(cell)}
+    rows = _doc_table("telemetry-signals")
+    names = {name for _, _, cell, _ in rows for name in _ticked(cell)}
+    # "Name from": the original's names are exactly ORIGINAL_NAMES, the rest are our own.
+    origin = {name: source for _, _, cell, source in rows for name in _ticked(cell)}
+    assert {n for n, source in origin.items() if source == "the original"} == (
+        telemetry.ORIGINAL_NAMES
+    )
+    assert (
+        {n for n, source in origin.items() if source == "this project"}
+        == {n for n in names if n.startswith(telemetry.OWN_PREFIX)}
+        == names - telemetry.ORIGINAL_NAMES
+    )
     assert names == {
         GUARD_COUNTER,
         GUARD_LOG_EVENT,
@@ -729,6 +740,13 @@ def test_doc_signal_names_match_the_code() -> None:
         telemetry.TOOL_CALL_EVENT,
         telemetry.SESSION_CLOSED_EVENT,
     }
+
+
+def test_doc_earlier_names_table_is_the_alias_table() -> None:
+    table = {_ticked(old).pop(): _ticked(new).pop() for old, new in _doc_table("earlier-names")}
+    assert table == dict(telemetry.EARLIER_NAMES)
+    assert set(table.values()) == telemetry.ORIGINAL_NAMES
+    assert all(old.startswith(telemetry.OWN_PREFIX) for old in table)
 
 
 def test_doc_rollout_record_tables_match_the_code() -> None:

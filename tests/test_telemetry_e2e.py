@@ -173,6 +173,7 @@ def test_console_telemetry_of_a_stopped_prompt_carries_no_sentinel(tmp_path: Pat
         set(telemetry.GUARD_METRIC_ATTRIBUTE_VALUES) | telemetry.GUARD_LOG_ONLY_FIELDS
     )
     for attributes in guard_logs:
+        assert attributes.pop(telemetry.EVENT_NAME_ATTRIBUTE) == GUARD_LOG_EVENT  # both names
         assert set(attributes) <= allowed_log_keys
         assert attributes["execution_error_type"] == "shell_execute_error"
         assert attributes["tool_type"] == "native"

@@ -425,7 +425,14 @@ def test_logs_hold_only_documented_fields_and_no_private_strings(
         for sentinel in s.never_exported():
             assert sentinel not in serialised
         attributes = dict(record.log_record.attributes or {})
-        assert record.log_record.body == record.log_record.event_name  # a constant body
+        # The name twice (OTLP's eventName, the original's event.name attribute), nothing else.
+        assert attributes.pop(telemetry.EVENT_NAME_ATTRIBUTE) == record.log_record.event_name
+        assert not telemetry.ORIGINAL_ONLY_ATTRIBUTES & set(attributes)
+        # A body of constant text: the original's words with a closed-set label, else the name.
+        assert record.log_record.body == {
+            GUARD_LOG_EVENT: telemetry.guard_log_body(str(attributes.get("decision"))),
+            LOOP_DETECTED_EVENT: telemetry.loop_log_body(str(attributes.get("loop_type"))),
+        }.get(record.log_record.event_name, record.log_record.event_name)
         if record.log_record.event_name == GUARD_LOG_EVENT:
             assert set(attributes) <= guard_fields
             assert {"prompt_id", "candidate_ordinal"} <= set(attributes)

@@ -19,6 +19,12 @@ from typing import Any
 from tool_failure_guard.evaluation.tasks import Task
 from tool_failure_guard.session.persistence.history import HistoryStore
 from tool_failure_guard.session.persistence.messages import Message
+from tool_failure_guard.telemetry.names import (
+    EARLIER_EVENT_NAMES,
+    GUARD_LOG_EVENT,
+    PROMPT_EVENT,
+    TOOL_CALL_EVENT,
+)
 
 #: Characters of arguments and of error text kept per call (Goose compares 100).
 ARGS_CHARS = 200
@@ -50,7 +56,10 @@ def _value(any_value: Mapping[str, Any]) -> Any:
 
 
 def telemetry_events(path: Path) -> list[tuple[str, dict[str, Any]]]:
-    """(event name, attributes) of every log record in an OTLP JSON lines file, in order."""
+    """(event name, attributes) of every log record in an OTLP JSON lines file, in order.
+
+    An earlier build's name is read as the name written now (``EARLIER_EVENT_NAMES``).
+    """
     events: list[tuple[str, dict[str, Any]]] = []
     if not path.exists():
         return events
@@ -68,7 +77,8 @@ def telemetry_events(path: Path) -> list[tuple[str, dict[str, Any]]]:
                         item["key"]: _value(item.get("value", {}))
                         for item in record.get("attributes", [])
                     }
-                    events.append((str(record.get("eventName", "")), attributes))
+                    name = str(record.get("eventName", ""))
+                    events.append((EARLIER_EVENT_NAMES.get(name, name), attributes))
     return events
 
 
@@ -167,9 +177,9 @@ def episode_record(
         for name, attributes in telemetry_events(telemetry)
         if str(attributes.get("prompt_id", "")).split("#", 1)[0] == session_id
     ]
-    prompts = [a for name, a in events if name == "tool_failure_guard.prompt"]
-    guard = [a for name, a in events if name == "tool_failure_guard.repeated_tool_failure_guard"]
-    settled = [a for name, a in events if name == "tool_failure_guard.tool_call"]
+    prompts = [a for name, a in events if name == PROMPT_EVENT]
+    guard = [a for name, a in events if name == GUARD_LOG_EVENT]
+    settled = [a for name, a in events if name == TOOL_CALL_EVENT]
     try:
         _cwd, messages = HistoryStore(state).load(session_id)
     except Exception as error:  # no history: the record says so rather than guessing

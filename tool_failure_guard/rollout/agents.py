@@ -4,29 +4,33 @@ The two agents' records differ in what they can show (Qwen Code's lack the
 outcome contract's batch ordinals and receipts and any prompt outcome), so
 they are **never pooled**: an input holding both is bad input unless
 ``--agent`` names the one to analyse, and then the other's records are left
-out (and counted on stderr).
+out (and counted on stderr).  Both write the guard and loop records under the same
+names (ours took the original's); the instrumentation scope tells them apart
+(:data:`~tool_failure_guard.rollout.sql.OURS`).
 """
 
 from __future__ import annotations
 
 from typing import Final
 
-from tool_failure_guard.rollout import qwen_code, sql
+from tool_failure_guard.rollout import qwen_sql, sql
 from tool_failure_guard.rollout.engine import Engine, InputError
 
 OURS: Final = "tool-failure-guard"
 QWEN_CODE: Final = "qwen-code"
 CHOICES: Final = (OURS, QWEN_CODE)
-_EVENT = "coalesce(nullif(EventName, ''), LogAttributes['event.name'])"
 
 
 def counts(engine: Engine, filters: str) -> dict[str, int]:
-    """How many records of each agent the source holds (inside the filters)."""
-    qwen = ", ".join(f"'{e}'" for e in qwen_code.EVENTS)
+    """How many records of each agent the source holds (inside the filters).
+
+    Ours are :data:`~tool_failure_guard.rollout.sql.OURS`, Qwen Code's
+    :data:`~tool_failure_guard.rollout.qwen_sql.QWEN_RECORD` (never both).
+    """
     row = engine.rows(
-        f"""SELECT coalesce(sum(CASE WHEN ev LIKE '{sql.RECORD_PREFIX}%' THEN 1 ELSE 0 END), 0),
-                   coalesce(sum(CASE WHEN ev IN ({qwen}) THEN 1 ELSE 0 END), 0)
-            FROM (SELECT {_EVENT} AS ev FROM logs WHERE true{filters}) x"""
+        f"""SELECT coalesce(sum(CASE WHEN {sql.OURS} THEN 1 ELSE 0 END), 0),
+                   coalesce(sum(CASE WHEN {qwen_sql.QWEN_RECORD} THEN 1 ELSE 0 END), 0)
+            FROM logs WHERE true{filters}"""
     )[0]
     return {OURS: int(row[0] or 0), QWEN_CODE: int(row[1] or 0)}
 

@@ -22,8 +22,8 @@ places where the same spelling means something else in ClickHouse:
 * ``regexp_full_match(s, p)`` becomes ``match(s, '^(?:p)$')``;
 * ``cardinality(map)``, ``len(list)``, ``map_keys``, ``list_intersect`` become
   ``length``, ``length``, ``mapKeys``, ``arrayIntersect``;
-* the source table ``logs`` becomes the configured table, and ``EventName`` a
-  ``NULL`` where the table predates that column.
+* the source table ``logs`` becomes the configured table, and ``EventName`` or
+  ``ScopeName`` a ``NULL`` where the table predates that column.
 
 No setting is changed (a ``readonly = 1`` user can run every query): the outer
 joins read only ``Nullable`` columns of their optional side, or ``coalesce`` them,
@@ -65,13 +65,17 @@ def _map_access(node: exp.Expression) -> exp.Expression:
     return node
 
 
-def _rewrite(node: exp.Expression, table: str, has_event_name: bool) -> exp.Expression:
+def _rewrite(
+    node: exp.Expression, table: str, has_event_name: bool, has_scope_name: bool
+) -> exp.Expression:
     if isinstance(node, exp.IntDiv):
         return exp.Anonymous(this="intDiv", expressions=[node.this, node.expression])
     if isinstance(node, exp.Table) and node.name == "logs" and not node.args.get("db"):
         database, _, name = table.rpartition(".")
         return exp.table_(name, db=database or None, alias=node.alias or None)
     if isinstance(node, exp.Column) and node.name == "EventName" and not has_event_name:
+        return exp.Null()
+    if isinstance(node, exp.Column) and node.name == "ScopeName" and not has_scope_name:
         return exp.Null()
     if isinstance(node, exp.Window) and isinstance(node.this, exp.Lead):
         lead = node.this
@@ -158,10 +162,12 @@ def to_duckdb(sql: str) -> str:
 
 
 @functools.lru_cache(maxsize=256)
-def to_clickhouse(sql: str, table: str = "otel_logs", has_event_name: bool = True) -> str:
+def to_clickhouse(
+    sql: str, table: str = "otel_logs", has_event_name: bool = True, has_scope_name: bool = True
+) -> str:
     """The ClickHouse rendering of one DuckDB-dialect statement of the analysis."""
     tree = sqlglot.parse_one(sql, read="duckdb")
-    tree = tree.transform(lambda node: _rewrite(node, table, has_event_name))
+    tree = tree.transform(lambda node: _rewrite(node, table, has_event_name, has_scope_name))
     # Later passes reach inside what the earlier ones built (a pass skips a new node's
     # children): renamed functions (idempotent, twice for nesting), then map access.
     for _ in range(2):

@@ -197,6 +197,7 @@ class ClickHouseEngine(Engine):
             )
         _refuse_unsupported_schema(table, columns)
         self.has_event_name = "EventName" in columns
+        self.has_scope_name = "ScopeName" in columns
         self._relations = [
             (name, body.replace("{filters}", self._pushdown(filters or Filters(), columns)))
             for name, body in sql.RELATIONS
@@ -204,10 +205,7 @@ class ClickHouseEngine(Engine):
         # Each relation is parsed and rendered for ClickHouse once per engine (not once
         # per query): the queries then parse only their own, short text.
         self._reads = _reads(self._relations)
-        self._rendered = {
-            name: dialect.to_clickhouse(body, table=self.table, has_event_name=self.has_event_name)
-            for name, body in self._relations
-        }
+        self._rendered = {name: self._to_clickhouse(body) for name, body in self._relations}
         self._tables: list[str] = []
         if session_tables:
             self._materialise()
@@ -224,6 +222,14 @@ class ClickHouseEngine(Engine):
                 continue
             self._execute(f"CREATE TEMPORARY TABLE {name} AS {self.render(body)}")
             self._tables.append(name)
+
+    def _to_clickhouse(self, query: str) -> str:
+        return dialect.to_clickhouse(
+            query,
+            table=self.table,
+            has_event_name=self.has_event_name,
+            has_scope_name=self.has_scope_name,
+        )
 
     def _columns(self, table: str) -> dict[str, str]:
         """The table's columns: name -> ClickHouse type."""
@@ -258,7 +264,7 @@ class ClickHouseEngine(Engine):
         used = {t.name for t in tree.find_all(exp.Table)}
         needed = _closure(used - set(self._tables), self._reads, set(self._tables))
         own = tree.args.get("with_") or tree.args.get("with")
-        text = dialect.to_clickhouse(query, table=self.table, has_event_name=self.has_event_name)
+        text = self._to_clickhouse(query)
         ctes = [
             f"{name} AS ({self._rendered[name]})" for name, _ in self._relations if name in needed
         ]

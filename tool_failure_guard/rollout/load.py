@@ -11,6 +11,7 @@ The ``logs`` table mirrors the Collector's ClickHouse exporter table
 
     Timestamp           TIMESTAMP            -- otel_logs.Timestamp
     EventName           VARCHAR              -- otel_logs.EventName
+    ScopeName           VARCHAR              -- otel_logs.ScopeName ('' where none was kept)
     ResourceAttributes  STRUCT(keys VARCHAR[], vals VARCHAR[])  -- otel_logs' Map, as lists
     LogAttributes       STRUCT(keys VARCHAR[], vals VARCHAR[])
 
@@ -40,6 +41,7 @@ import duckdb
 
 from tool_failure_guard.rollout import queries, qwen_code, spill, sql
 from tool_failure_guard.rollout.engine import DuckDBEngine, Filters, InputError, MalformedNumbers
+from tool_failure_guard.telemetry.names import EARLIER_EVENT_NAMES
 
 #: Larger than any line the file exporter writes for one export batch.
 MAX_LINE_BYTES = 32 * 1024 * 1024
@@ -49,7 +51,7 @@ _KEY_VALUES = f"STRUCT(key VARCHAR, value {_ANY_VALUE})[]"
 _LOG_RECORD = f"STRUCT(timeUnixNano HUGEINT, eventName VARCHAR, attributes {_KEY_VALUES})"
 _RESOURCE_LOGS = (
     f"STRUCT(resource STRUCT(attributes {_KEY_VALUES}), "
-    f"scopeLogs STRUCT(logRecords {_LOG_RECORD}[])[])[]"
+    f"scopeLogs STRUCT(scope STRUCT(name VARCHAR), logRecords {_LOG_RECORD}[])[])[]"
 )
 #: The part of an OTLP JSON line the analysis reads (everything else is ignored).
 OTLP_COLUMNS = {"resourceLogs": _RESOURCE_LOGS, "resourceMetrics": "JSON"}
@@ -125,7 +127,7 @@ def _record_problem(record: Any) -> str | None:
     problem = _kv_problem(record.get("attributes"), "attributes")
     if problem or not isinstance(name, str):
         return problem
-    for key in queries.NUMERIC.get(name, ()):
+    for key in queries.NUMERIC.get(EARLIER_EVENT_NAMES.get(name, name), ()):
         for item in record.get("attributes") or ():
             if item["key"] == key:
                 flat = _flat(item.get("value", {}))
@@ -206,10 +208,10 @@ def _insert_json(con: duckdb.DuckDBPyConnection, path: Path) -> None:
     query = f"""
         INSERT INTO logs
         SELECT make_timestamp(CAST(r.timeUnixNano // 1000 AS BIGINT)),
-               r.eventName, ra, la
+               r.eventName, scope, ra, la
         FROM (
-            SELECT ra, r, {_lists("r.attributes")} AS la
-            FROM (SELECT ra, unnest(sl.logRecords) AS r
+            SELECT ra, scope, r, {_lists("r.attributes")} AS la
+            FROM (SELECT ra, coalesce(sl.scope.name, '') AS scope, unnest(sl.logRecords) AS r
                   FROM (SELECT {_lists("rl.resource.attributes")} AS ra,
                                unnest(rl.scopeLogs) AS sl
                         FROM (SELECT unnest(resourceLogs) AS rl FROM {_json_source(path)}
@@ -240,8 +242,16 @@ def _insert_parquet(con: duckdb.DuckDBPyConnection, path: Path) -> None:
         f"struct_pack(keys := map_keys({c}), vals := map_values({c}))"
         for c in ("ResourceAttributes", "LogAttributes")
     )
+    # Files exported before the scope was kept have no ScopeName (their records are named
+    # in the project's own namespace, which is how the analysis knows them).
+    columns = {
+        str(row[0])
+        for row in con.execute(f"SELECT name FROM parquet_schema('{quoted}')").fetchall()
+    }
+    scope = "ScopeName" if "ScopeName" in columns else "''"
     con.execute(
-        f"INSERT INTO logs SELECT Timestamp, EventName, {lists} FROM read_parquet('{quoted}')"
+        f"INSERT INTO logs SELECT Timestamp, EventName, {scope}, {lists} "
+        f"FROM read_parquet('{quoted}')"
     )
 
 
@@ -318,5 +328,6 @@ def export_parquet(con: duckdb.DuckDBPyConnection, path: Path) -> None:
         f"map({c}.keys, {c}.vals) AS {c}" for c in ("ResourceAttributes", "LogAttributes")
     )
     con.execute(
-        f"COPY (SELECT Timestamp, EventName, {maps} FROM logs) TO '{quoted}' (FORMAT parquet)"
+        f"COPY (SELECT Timestamp, EventName, ScopeName, {maps} FROM logs) "
+        f"TO '{quoted}' (FORMAT parquet)"
     )

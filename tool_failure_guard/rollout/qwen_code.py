@@ -34,10 +34,12 @@ from pathlib import Path
 from typing import IO, Any, Final
 
 from tool_failure_guard.rollout.engine import InputError
+from tool_failure_guard.telemetry.names import GUARD_COUNTER as GUARD_COUNTER
+from tool_failure_guard.telemetry.names import GUARD_LOG_EVENT, LOOP_DETECTED_EVENT
 
-GUARD_EVENT: Final = "qwen-code.repeated_tool_failure_guard"
-GUARD_COUNTER: Final = "qwen-code.repeated_tool_failure_guard.count"
-LOOP_EVENT: Final = "loop_detected"
+# The guard's and the loop's names are the original's, which ours took (telemetry.names).
+GUARD_EVENT: Final = GUARD_LOG_EVENT
+LOOP_EVENT: Final = LOOP_DETECTED_EVENT
 PROMPT_EVENT: Final = "qwen-code.user_prompt"
 API_RESPONSE_EVENT: Final = "qwen-code.api_response"
 TOOL_CALL_EVENT: Final = "qwen-code.tool_call"

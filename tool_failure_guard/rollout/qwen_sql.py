@@ -32,8 +32,11 @@ from typing import Final
 from tool_failure_guard.rollout import qwen_code, sql
 from tool_failure_guard.rollout.queries import COUNT, ERROR_TYPE, PROMPT_ID
 
-_EVENT = "coalesce(nullif(EventName, ''), LogAttributes['event.name'])"
+_EVENT = sql.EVENT_NAME
 _EVENTS = ", ".join(f"'{e}'" for e in qwen_code.EVENTS)
+#: Whether a source row is one of Qwen Code's records the analysis reads: named as Qwen
+#: Code names them and not ours (ours share the guard's and the loop's names, not the scope).
+QWEN_RECORD: Final = f"({_EVENT} IN ({_EVENTS}) AND NOT {sql.OURS})"
 _DOWNGRADING = ", ".join(f"'{d}'" for d in sql.DOWNGRADING_RESETS)
 STOP_LOOP: Final = "repeated_tool_execution_failure"
 
@@ -46,7 +49,7 @@ RELATIONS: Final[tuple[tuple[str, str], ...]] = (
        ResourceAttributes['enduser.pseudo.id'] AS owner,
        ResourceAttributes['service.version'] AS service_version,
        LogAttributes AS attributes
-FROM logs WHERE {_EVENT} IN ({_EVENTS}){{filters}}""",
+FROM logs WHERE {QWEN_RECORD}{{filters}}""",
     ),
     (
         "q_guard",

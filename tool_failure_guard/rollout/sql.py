@@ -11,7 +11,8 @@ same numbers; no correlated subquery and no join on an inequality.
 The relations (``RELATIONS``, each a ``SELECT`` over the one before) name the
 records of ``docs/telemetry.md``:
 
-``records``       every guard record with its resource columns (environment, owner, version)
+``records``       every record of this agent with its resource columns (environment, owner,
+                  version), under the name written now (``CANONICAL_EVENT``)
 ``prompts``       one row per prompt outcome record (+ ``completed``, ``input_boundary``, ``day``)
 ``calls``         one row per settled call
 ``guard_events``  one row per guard transition (with the candidate's public key fields)
@@ -30,13 +31,16 @@ from __future__ import annotations
 
 from typing import Final
 
-from tool_failure_guard.telemetry.sink import GUARD_LOG_EVENT as GUARD_EVENT
 from tool_failure_guard.telemetry.sink import (
+    EARLIER_EVENT_NAMES,
     GUARD_ROUTES,
+    INSTRUMENTATION_SCOPE,
+    OWN_PREFIX,
     PROMPT_EVENT,
     SESSION_CLOSED_EVENT,
     TOOL_CALL_EVENT,
 )
+from tool_failure_guard.telemetry.sink import GUARD_LOG_EVENT as GUARD_EVENT
 
 #: The prompts the gates compare: every guard host's (the ACP session's and each framework
 #: adapter's), never a channel bridge's.
@@ -49,7 +53,27 @@ DOWNGRADING_RESETS: Final = ("unreliable_input", "unknown", "contract_violation"
 RETRY_WINDOW_MINUTES: Final = 10
 #: The per-prompt input boundary kinds, each reported as its own cohort.
 INPUT_BOUNDARIES: Final = ("drain", "prompt-only", "unsupported")
-RECORD_PREFIX: Final = "tool_failure_guard."
+RECORD_PREFIX: Final = OWN_PREFIX
+
+#: A source row's event name: OTLP's ``eventName``, else the ``event.name`` attribute (the
+#: original writes only that; an older exporter keeps it there).
+EVENT_NAME: Final = "coalesce(nullif(EventName, ''), LogAttributes['event.name'])"
+#: Whether a source row is this agent's: written under its instrumentation scope, or named
+#: in its own namespace (files from before the scope was kept, hand-made exports).  The
+#: guard and loop records share their names with Qwen Code's (the original's names,
+#: docs/telemetry.md); the scope tells them apart.
+OURS: Final = (
+    f"(coalesce(ScopeName, '') = '{INSTRUMENTATION_SCOPE}' OR {EVENT_NAME} LIKE '{OWN_PREFIX}%')"
+)
+#: The name a row is analysed under: an earlier build's name (``EARLIER_EVENT_NAMES``, the
+#: one alias table) read as the name written now, so earlier exports lose nothing.
+CANONICAL_EVENT: Final = (
+    "CASE "
+    + " ".join(
+        f"WHEN {EVENT_NAME} = '{old}' THEN '{new}'" for old, new in EARLIER_EVENT_NAMES.items()
+    )
+    + f" ELSE {EVENT_NAME} END"
+)
 
 #: DuckDB's type of an attribute column: the keys and their values, in the record's order
 #: (the queries read it as a map: :func:`~tool_failure_guard.rollout.dialect.to_duckdb`).
@@ -58,6 +82,7 @@ LOGS_TABLE: Final = f"""
 CREATE TABLE logs (
     Timestamp TIMESTAMP,
     EventName VARCHAR,
+    ScopeName VARCHAR,
     ResourceAttributes {ATTRIBUTES},
     LogAttributes {ATTRIBUTES}
 )
@@ -72,15 +97,14 @@ DAY_US: Final = 86_400_000_000
 #: service versions), pushed into the scan; empty for no filter.
 RECORDS: Final = f"""
 SELECT epoch_us(Timestamp) AS ts_us,
-       coalesce(nullif(EventName, ''), LogAttributes['event.name']) AS event,
+       {CANONICAL_EVENT} AS event,
        coalesce(ResourceAttributes['deployment.environment'],
                 ResourceAttributes['deployment.environment.name']) AS environment,
        ResourceAttributes['enduser.pseudo.id'] AS owner,
        ResourceAttributes['service.version'] AS service_version,
        LogAttributes AS attributes
 FROM logs
-WHERE coalesce(nullif(EventName, ''), LogAttributes['event.name'])
-      LIKE '{RECORD_PREFIX}%'{{filters}}
+WHERE {OURS}{{filters}}
 """
 
 ENVIRONMENT: Final = (

@@ -23,14 +23,35 @@ from tool_failure_guard.guard import (
     ResetReason,
 )
 
-#: Instrumentation scope of every meter and logger the sink creates.
+#: Instrumentation scope of every meter and logger the sink creates: this library's, not
+#: the original's ``qwen-code`` (a scope names the instrumenting code; rollout analysis
+#: tells this agent's records from Qwen Code's same-named ones by it).
 INSTRUMENTATION_SCOPE: Final = "tool_failure_guard"
+#: The log record attribute holding the event name, as the original writes it (it sets no
+#: OTLP ``eventName``); the sink writes both.
+EVENT_NAME_ATTRIBUTE: Final = "event.name"
+
+# The original's names (Qwen Code 0.24.4: ``packages/core/src/telemetry/constants.ts`` and
+# ``metrics.ts``, ``LoopDetectedEvent``), for the signals it has: fleets' dashboards and
+# alerts read them, so ours carry them too (docs/telemetry.md, "Names").
 #: Counter: one increment per emitted guard transition.
-GUARD_COUNTER: Final = "tool_failure_guard.repeated_tool_failure_guard.count"
+GUARD_COUNTER: Final = "qwen-code.repeated_tool_failure_guard.count"
 #: Log record event name: one record per emitted guard transition.
-GUARD_LOG_EVENT: Final = "tool_failure_guard.repeated_tool_failure_guard"
+GUARD_LOG_EVENT: Final = "qwen-code.repeated_tool_failure_guard"
 #: Log record event name: the protection that stopped a prompt.
-LOOP_DETECTED_EVENT: Final = "tool_failure_guard.loop_detected"
+LOOP_DETECTED_EVENT: Final = "loop_detected"
+#: Counter: one increment per settled tool call, by execution status (the execution SLI).
+TOOL_CALL_COUNTER: Final = "qwen-code.tool.execution.count"
+
+#: Attributes of the original's records this sink never writes: the record's own timestamp
+#: carries the time, and the loop record's ``prompt_id`` starts with the session id.
+ORIGINAL_ONLY_ATTRIBUTES: Final = frozenset({"event.timestamp", "session.id"})
+#: The names above: the signals whose name comes from the original.
+ORIGINAL_NAMES: Final = frozenset(
+    {GUARD_COUNTER, GUARD_LOG_EVENT, LOOP_DETECTED_EVENT, TOOL_CALL_COUNTER}
+)
+
+# Signals the original does not have: the project's own namespace.
 #: Counter: one increment per stopped prompt, by loop type.
 LOOP_DETECTED_COUNTER: Final = "tool_failure_guard.loop_detected.count"
 #: Log record event name: the outcome of one top-level prompt (rollout analysis).
@@ -39,8 +60,33 @@ PROMPT_EVENT: Final = "tool_failure_guard.prompt"
 TOOL_CALL_EVENT: Final = "tool_failure_guard.tool_call"
 #: Log record event name: a session ended, cleanly or by disconnect.
 SESSION_CLOSED_EVENT: Final = "tool_failure_guard.session_closed"
-#: Counter: one increment per settled tool call, by execution status (the execution SLI).
-TOOL_CALL_COUNTER: Final = "tool_failure_guard.tool_call.execution.count"
+#: The prefix of every name in the project's own namespace.
+OWN_PREFIX: Final = "tool_failure_guard."
+
+#: Names earlier builds wrote -> the name written now.  Rollout analysis reads log records
+#: under either (:mod:`~tool_failure_guard.rollout.sql`), so earlier exports stay readable;
+#: the counters are listed for the dashboards that move (docs/telemetry.md, "Names").
+EARLIER_NAMES: Final[Mapping[str, str]] = {
+    "tool_failure_guard.repeated_tool_failure_guard": GUARD_LOG_EVENT,
+    "tool_failure_guard.loop_detected": LOOP_DETECTED_EVENT,
+    "tool_failure_guard.repeated_tool_failure_guard.count": GUARD_COUNTER,
+    "tool_failure_guard.tool_call.execution.count": TOOL_CALL_COUNTER,
+}
+#: The log record event names of :data:`EARLIER_NAMES` (what rollout analysis aliases).
+EARLIER_EVENT_NAMES: Final[Mapping[str, str]] = {
+    old: new for old, new in EARLIER_NAMES.items() if new in (GUARD_LOG_EVENT, LOOP_DETECTED_EVENT)
+}
+
+
+def guard_log_body(decision: str) -> str:
+    """The guard log record's body, the original's words (``logRepeatedToolFailureGuard``)."""
+    return f"Repeated tool failure guard decision: {decision}."
+
+
+def loop_log_body(loop_type: str) -> str:
+    """The loop record's body, the original's words (``logLoopDetected``)."""
+    return f"Loop detected. Type: {loop_type}."
+
 
 #: The route of the ACP session's foreground prompts.
 ROUTE: Final = "acp_foreground"

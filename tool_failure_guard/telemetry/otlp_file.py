@@ -64,13 +64,31 @@ def otlp_json(message: Message) -> str:
 
 
 class OtlpJsonFile:
-    """An append-only OTLP JSON lines file shared by the log and metric exporters."""
+    """An append-only OTLP JSON lines file shared by the log and metric exporters.
+
+    Each exporter holds it open (:meth:`hold`) and lets go at its shutdown
+    (:meth:`release`); the file closes when the last one lets go.  The providers shut
+    down in either order (at interpreter exit the logger provider, created last, goes
+    first), and the metric reader's last export comes after the log exporter's shutdown.
+    """
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self._lock = threading.Lock()
+        self._holders = 0
         # Opened eagerly: an unwritable path is a configuration error, reported at start.
         self._stream = append_text(path)  # 0600, like the history
+
+    def hold(self) -> None:
+        with self._lock:
+            self._holders += 1
+
+    def release(self) -> None:
+        """One exporter is done with the file; the last one closes it."""
+        with self._lock:
+            self._holders -= 1
+            if self._holders <= 0 and not self._stream.closed:
+                self._stream.close()
 
     def write(self, message: Message) -> None:
         line = otlp_json(message) + "\n"
@@ -91,6 +109,8 @@ class OtlpJsonLogExporter(LogRecordExporter):
 
     def __init__(self, target: OtlpJsonFile) -> None:
         self._target = target
+        target.hold()
+        self._released = False
 
     def export(self, batch: Sequence[ReadableLogRecord]) -> LogRecordExportResult:
         if not batch:
@@ -102,7 +122,9 @@ class OtlpJsonLogExporter(LogRecordExporter):
         return LogRecordExportResult.SUCCESS
 
     def shutdown(self) -> None:
-        self._target.close()
+        if not self._released:
+            self._released = True
+            self._target.release()
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
         return True
@@ -114,6 +136,8 @@ class OtlpJsonMetricExporter(MetricExporter):
     def __init__(self, target: OtlpJsonFile) -> None:
         super().__init__()
         self._target = target
+        target.hold()
+        self._released = False
 
     def export(
         self, metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs: Any
@@ -128,6 +152,7 @@ class OtlpJsonMetricExporter(MetricExporter):
         return True
 
     def shutdown(self, timeout_millis: float = 30_000, **kwargs: Any) -> None:
-        # The log exporter closes the shared file; the metric reader exports its last
-        # collection before calling this, so nothing is lost.
-        return None
+        # The metric reader exports its last collection before calling this.
+        if not self._released:
+            self._released = True
+            self._target.release()

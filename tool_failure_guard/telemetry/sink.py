@@ -8,6 +8,10 @@ transcript or a stop.
 
 What leaves the process, and where (``docs/telemetry.md`` is the long form):
 
+Where the released original (Qwen Code) has the signal, the name is the original's
+(:data:`GUARD_COUNTER`, :data:`GUARD_LOG_EVENT`, :data:`LOOP_DETECTED_EVENT`,
+:data:`TOOL_CALL_COUNTER`); the rest are in the project's own namespace.
+
 * :data:`GUARD_COUNTER` -- one increment per emitted guard transition, with
   exactly the low-cardinality attributes of :data:`GUARD_METRIC_ATTRIBUTE_VALUES`;
 * :data:`GUARD_LOG_EVENT` -- one structured OpenTelemetry log record per
@@ -53,6 +57,9 @@ from tool_failure_guard.guard import (
 from tool_failure_guard.telemetry import attributes
 from tool_failure_guard.telemetry.names import (
     DECISION_LABELS,
+    EARLIER_EVENT_NAMES,
+    EARLIER_NAMES,
+    EVENT_NAME_ATTRIBUTE,
     FRAMEWORK_ROUTES,
     GUARD_COUNTER,
     GUARD_LOG_EVENT,
@@ -64,7 +71,10 @@ from tool_failure_guard.telemetry.names import (
     LOOP_DETECTED_COUNTER,
     LOOP_DETECTED_EVENT,
     LOOP_TYPES,
+    ORIGINAL_NAMES,
+    ORIGINAL_ONLY_ATTRIBUTES,
     OTEL_ONLY_LOOP_TYPES,
+    OWN_PREFIX,
     PROMPT_EVENT,
     PROMPT_INPUT_BOUNDARIES,
     PROMPT_LOG_FIELDS,
@@ -83,6 +93,8 @@ from tool_failure_guard.telemetry.names import (
     ProductAnalytics,
     batch_count_bucket,
     failure_count_bucket,
+    guard_log_body,
+    loop_log_body,
     package_version,
     transition_fields,
 )
@@ -97,6 +109,9 @@ from tool_failure_guard.telemetry.records import (
 #: Everything ``from session.telemetry import ...`` offered before the split.
 __all__ = [
     "DECISION_LABELS",
+    "EARLIER_EVENT_NAMES",
+    "EARLIER_NAMES",
+    "EVENT_NAME_ATTRIBUTE",
     "FRAMEWORK_ROUTES",
     "GUARD_COUNTER",
     "GUARD_LOG_EVENT",
@@ -108,7 +123,10 @@ __all__ = [
     "LOOP_DETECTED_COUNTER",
     "LOOP_DETECTED_EVENT",
     "LOOP_TYPES",
+    "ORIGINAL_NAMES",
+    "ORIGINAL_ONLY_ATTRIBUTES",
     "OTEL_ONLY_LOOP_TYPES",
+    "OWN_PREFIX",
     "PROMPT_EVENT",
     "PROMPT_INPUT_BOUNDARIES",
     "PROMPT_LOG_FIELDS",
@@ -133,6 +151,8 @@ __all__ = [
     "PromptOutcome",
     "batch_count_bucket",
     "failure_count_bucket",
+    "guard_log_body",
+    "loop_log_body",
     "package_version",
 ]
 
@@ -221,7 +241,7 @@ class OpenTelemetrySink:
                 batch_ordinal=batch_ordinal,
                 receipt=receipt,
             )
-            self._log(GUARD_LOG_EVENT, record)
+            self._log(GUARD_LOG_EVENT, record, body=guard_log_body(labels["decision"]))
         except Exception as error:
             self._report(error)
 
@@ -234,6 +254,7 @@ class OpenTelemetrySink:
                 LOOP_DETECTED_EVENT,
                 {"loop_type": label, "prompt_id": str(prompt_id)},
                 SeverityNumber.WARN,
+                body=loop_log_body(label),
             )
         except Exception as error:
             self._report(error)
@@ -289,14 +310,18 @@ class OpenTelemetrySink:
         event: str,
         record: attributes.Attributes,
         severity: SeverityNumber = SeverityNumber.INFO,
+        *,
+        body: str | None = None,
     ) -> None:
+        # The name twice: OTLP's eventName, and the ``event.name`` attribute the original
+        # writes (and fleets filter on); the body is the original's text where it has one.
         self._logger.emit(
             timestamp=self._clock_ns(),
             event_name=event,
             severity_number=severity,
             severity_text=severity.name,  # "INFO", "WARN"
-            body=event,
-            attributes=record,
+            body=event if body is None else body,
+            attributes={**record, EVENT_NAME_ATTRIBUTE: event},
         )
 
     # -- lifecycle -----------------------------------------------------------
