@@ -17,7 +17,7 @@ import pytest
 from rollout_records import EVENTS, call, engine, loop, prompt
 
 from tool_failure_guard.commands.cli import main
-from tool_failure_guard.rollout import check
+from tool_failure_guard.rollout import check, load, spill
 from tool_failure_guard.rollout.simulate import FleetConfig, simulate
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "rollout.md"
@@ -86,6 +86,26 @@ def test_well_formed_json_with_wrong_types_is_bad_input_at_its_line(
         assert f"{broken}:2: " in captured.err and what in captured.err, captured.err
         assert "Traceback" not in captured.err and captured.out == ""
         assert not report.exists()
+
+
+def test_a_stamp_within_bigint_and_one_past_it_load_to_their_microseconds(
+    fleet: Path, tmp_path: Path
+) -> None:
+    # Stamps within BIGINT are divided as BIGINTs, others as HUGEINTs (load._MICROS):
+    # both branches give the stamp's whole microseconds.
+    stamps = [0, 1_999, 2**63 - 1, 2**63 + 1_234_567]
+
+    def change(data: dict[str, Any]) -> None:
+        for record, stamp in zip(_records(data), stamps, strict=False):
+            record["timeUnixNano"] = str(stamp)
+
+    edited = _rewrite(fleet, tmp_path / "stamps.jsonl", 1, change)
+    con = load.connect([edited])
+    try:
+        loaded = {row[0] for row in con.execute("SELECT epoch_us(Timestamp) FROM logs").fetchall()}
+    finally:
+        spill.close(con)
+    assert {stamp // 1000 for stamp in stamps} <= loaded
 
 
 def test_gates_refuses_a_fleet_where_one_session_lacks_the_owner(

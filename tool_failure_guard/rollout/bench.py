@@ -102,13 +102,16 @@ from pathlib import Path
 from tool_failure_guard.rollout import check, gates, load, otel_logs
 from tool_failure_guard.rollout.engine import DuckDBEngine
 import duckdb
+import tool_failure_guard
 try:
     from tool_failure_guard.rollout import spill
 except ImportError:  # a --baseline checkout from before the spill directory
     spill = None
 start, cpu = time.perf_counter(), time.process_time()
 files = [Path(p) for p in sys.argv[2:]]
-out = {"code": str(Path(load.__file__).resolve().parents[2])}
+# Where the package itself lies (in older checkouts rollout/ is a link, so load.py resolves
+# outside the checkout).
+out = {"code": str(Path(tool_failure_guard.__file__).resolve().parents[1])}
 if sys.argv[1] == "scan":
     con = spill.connect()
     source = " UNION ALL ".join(
