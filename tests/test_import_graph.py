@@ -30,9 +30,11 @@ FLOORS: dict[str, int] = {
     "sdk_import": 1,
     "line_input": 1,
     "peer_rules": 1,
+    "agent_outcomes": 1,
     # hosts of the core
     "session": 2,
     "integrations": 2,
+    "hooks": 2,
     # tools over the hosts' records and runs
     "rollout": 3,
     "evaluation": 3,

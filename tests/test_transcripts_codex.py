@@ -359,7 +359,7 @@ def test_a_still_running_command_falls_back_to_the_output(tmp_path: Path) -> Non
 
 
 def test_a_long_error_text_is_cut(tmp_path: Path) -> None:
-    from tool_failure_guard.transcripts.importers._vocabulary import MAX_ERROR_TEXT
+    from tool_failure_guard.agent_outcomes.vocabulary import MAX_ERROR_TEXT
 
     output = "Process exited with code 1\nOutput:\n" + "x" * (3 * MAX_ERROR_TEXT)
     call = _first_result(tmp_path, None, output)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from tool_failure_guard.transcripts.importers import _vocabulary
+from tool_failure_guard.agent_outcomes import vocabulary as _vocabulary
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "transcripts.md"
 VOCABULARY = {

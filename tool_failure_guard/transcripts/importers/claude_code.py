@@ -20,7 +20,8 @@ each prompt with a ``result`` record.
 - **Success**: stream-json's ``result`` (``subtype`` ``success`` and not
   ``is_error``); a session log records only running out of turns (an
   ``max_turns_reached`` attachment: failed), else None.
-- **Outcomes**: :mod:`._claude_outcomes` (the mapping table in ``docs/transcripts.md``).
+- **Outcomes**: :mod:`tool_failure_guard.agent_outcomes.claude_code` (the mapping table
+  in ``docs/transcripts.md``).
 
 Subagent (sidechain) lines and Claude Code's own synthetic messages (model
 ``<synthetic>``) are not the run's turns and are skipped.
@@ -34,11 +35,11 @@ from typing import Any, Final
 
 import attrs
 
+from tool_failure_guard.agent_outcomes import claude_code as outcomes
+from tool_failure_guard.agent_outcomes.vocabulary import bounded_text
 from tool_failure_guard.transcripts.model import ImportedCall, Run, TranscriptError, Turn
 
-from . import _claude_outcomes as outcomes
 from ._read import as_int, fingerprint, head_records, records
-from ._vocabulary import bounded_text
 
 KIND: Final = "claude-code"
 _SESSION_ONLY_TYPES: Final = frozenset(

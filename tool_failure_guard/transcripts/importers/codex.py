@@ -20,7 +20,8 @@ Responses API items the model and the tools exchanged: ``message``,
   has none, the ``last_token_usage`` of ``token_count`` events.
 - **Success**: ``task_complete`` without an ``error``: succeeded; with one,
   or ``turn_aborted``: failed; a task the file never completes: None.
-- **Outcomes**: :mod:`._codex_outcomes` (the mapping table in ``docs/transcripts.md``).
+- **Outcomes**: :mod:`tool_failure_guard.agent_outcomes.codex` (the mapping table in
+  ``docs/transcripts.md``).
 """
 
 from __future__ import annotations
@@ -31,11 +32,11 @@ from typing import Any, Final
 
 import attrs
 
+from tool_failure_guard.agent_outcomes import codex as outcomes
+from tool_failure_guard.agent_outcomes.vocabulary import bounded_text
 from tool_failure_guard.transcripts.model import ImportedCall, Run, TranscriptError, Turn
 
-from . import _codex_outcomes as outcomes
 from ._read import as_int, fingerprint, head_records, records
-from ._vocabulary import bounded_text
 
 KIND: Final = "codex"
 _RECORD_TYPES: Final = frozenset(

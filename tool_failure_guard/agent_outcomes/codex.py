@@ -20,7 +20,7 @@ from typing import Any, Final
 
 from tool_failure_guard.guard import ExecutionStatus, TerminalStatus
 
-from . import _vocabulary as v
+from . import vocabulary as v
 
 Outcome = tuple[TerminalStatus, ExecutionStatus, str | None, bool]
 

@@ -20,7 +20,7 @@ import attrs
 
 from tool_failure_guard.guard import ExecutionStatus, TerminalStatus
 
-from . import _vocabulary as v
+from . import vocabulary as v
 
 _TOOL_USE_ERROR = re.compile(r"^\s*<tool_use_error>(.*?)(</tool_use_error>)?\s*$", re.DOTALL)
 
