@@ -11,8 +11,10 @@ MCP_STAMP := $(MCP_SERVERS)/node_modules/.installed
 # 0.24.4, the parity oracle: docs/parity.md), pinned in .clients/package-lock.json.
 CLIENTS := .clients
 CLIENTS_STAMP := $(CLIENTS)/node_modules/.installed
-# Real coding-agent CLIs (Claude Code, Codex CLI) the transcript importers' fixtures come from
-# (tests/transcript_capture.py), pinned in .agents/package-lock.json.
+# Real coding-agent CLIs (Claude Code, Codex CLI, Gemini CLI, Copilot CLI), pinned in
+# .agents/package-lock.json: the coding-CLI hook tests run them headless against local fakes
+# (part of `make test`), and the transcript importers' fixtures come from them
+# (tests/transcript_capture.py).
 AGENTS := .agents
 AGENTS_STAMP := $(AGENTS)/node_modules/.installed
 
@@ -46,10 +48,10 @@ $(CLIENTS_STAMP): $(CLIENTS)/package.json $(CLIENTS)/package-lock.json
 
 $(AGENTS_STAMP): $(AGENTS)/package.json $(AGENTS)/package-lock.json
 	@if command -v npm >/dev/null 2>&1; then \
-	  echo "installing the coding-agent CLIs (Claude Code, Codex CLI; npm ci, pinned versions)"; \
+	  echo "installing the coding-agent CLIs (Claude Code, Codex CLI, Gemini CLI, Copilot CLI; npm ci, pinned versions)"; \
 	  npm ci --prefix $(AGENTS) --no-audit --no-fund --loglevel=error && touch $@; \
 	else \
-	  echo "warning: npm not found: the transcript re-capture tests against Claude Code and the Codex CLI will be SKIPPED (install Node.js 20+ with npm, then run make setup)"; \
+	  echo "warning: npm not found: the coding-CLI hook tests and the transcript re-capture tests will be SKIPPED (install Node.js 20+ with npm, then run make setup)"; \
 	fi
 
 setup: $(STAMP) $(MCP_STAMP) $(CLIENTS_STAMP) agents
@@ -71,10 +73,10 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict -p tool_failure_guard
 
-unit: $(STAMP) $(MCP_STAMP) $(CLIENTS_STAMP)
+unit: $(STAMP) $(MCP_STAMP) $(CLIENTS_STAMP) $(AGENTS_STAMP)
 	$(BIN)/pytest
 
-test: lint typecheck $(STAMP) $(MCP_STAMP) $(CLIENTS_STAMP)
+test: lint typecheck $(STAMP) $(MCP_STAMP) $(CLIENTS_STAMP) $(AGENTS_STAMP)
 	$(BIN)/tool-failure-guard render --check
 	$(BIN)/pytest
 
