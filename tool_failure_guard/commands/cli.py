@@ -14,8 +14,6 @@ import sys
 from collections.abc import Sequence
 from types import ModuleType
 
-from tool_failure_guard._version import installed_version
-
 #: subcommand -> its module (in this room, :mod:`tool_failure_guard.commands`)
 SUBCOMMANDS: dict[str, str] = {
     "replay": "tool_failure_guard.commands.replay",
@@ -41,6 +39,8 @@ _HELP = {
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from tool_failure_guard._version import installed_version
+
     parser = argparse.ArgumentParser(
         prog="tool-failure-guard",
         description="ACP repeated tool-call protection.",
@@ -59,6 +59,15 @@ def _module(name: str) -> ModuleType:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    words = sys.argv[1:] if argv is None else list(argv)
+    if len(words) >= 2 and words[0] == "hook":
+        # ``hook <cli>`` runs once per hook event: its own small parser, no other command's
+        # module imported (issue 31: the hook's cost is its start-up)
+        from tool_failure_guard.commands.hook import handle_main
+
+        status = handle_main(words[1:])
+        if status is not None:
+            return status
     args = build_parser().parse_args(argv)
     module = _module(args._module)
     try:

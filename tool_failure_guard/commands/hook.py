@@ -6,7 +6,7 @@
   the hook's entries into that settings file (idempotent; all else kept).
 - ``hook uninstall <cli> (--scope SCOPE | --settings FILE)``: remove only them.
 
-Every CLI in :data:`tool_failure_guard.hooks.run.HOOK_CLIS` plugs in the same way:
+Every CLI in :data:`tool_failure_guard.hooks.clis.HOOK_CLIS` plugs in the same way:
 its module names its events and its scopes (``SCOPES``: scope -> settings file).
 This module imports nothing heavy: ``hook <cli>`` runs once per hook event.
 """
@@ -20,13 +20,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tool_failure_guard.hooks.clis import HOOK_CLIS
+
 HELP = "the guard as a coding CLI's hook (claude-code): handle an event, install, uninstall"
 
-#: CLI name -> its module; the same table as ``hooks.run.HOOK_CLIS`` (checked by a test), kept
-#: here so that building the parser imports no hook module.
-CLIS: dict[str, str] = {
-    "claude-code": "tool_failure_guard.hooks.claude_code",
-}
+CLIS = HOOK_CLIS
 _MODES = ("off", "shadow", "warn", "enforce")
 
 
@@ -69,6 +67,18 @@ def configure(parser: argparse.ArgumentParser) -> None:
     for cli in CLIS:
         sub = clis.add_parser(cli, help=f"remove the {cli} hook's entries")
         _target_options(sub, cli)
+
+
+def handle_main(words: list[str]) -> int | None:
+    """``hook <cli> ...`` parsed on its own (None: not an event to handle; the full parser)."""
+    if not words or words[0] not in CLIS:
+        return None
+    cli = words[0]
+    parser = argparse.ArgumentParser(prog=f"tool-failure-guard hook {cli}")
+    _handle_options(parser, cli)
+    args = parser.parse_args(words[1:])
+    args.hook_cli, args.hook_action = cli, "handle"
+    return run(args)
 
 
 def _handle_options(sub: argparse.ArgumentParser, cli: str) -> None:

@@ -26,16 +26,12 @@ from typing import IO, Any, Final, Protocol
 import attrs
 
 from tool_failure_guard.guard import GuardMode
+from tool_failure_guard.hooks.clis import HOOK_CLIS
 from tool_failure_guard.hooks.events import Handled
 from tool_failure_guard.hooks.payload import read_payload, text_field, write_answer
 from tool_failure_guard.hooks.prompt import PromptSession, StateDamaged
 from tool_failure_guard.hooks.state import StateStore, default_state_dir
 
-#: CLI name -> the module that says what its events mean (``hook <cli>``).  Each module
-#: has ``NAME``, ``ROUTE``, ``EVENTS`` and ``handle(payload, session) -> Handled``.
-HOOK_CLIS: Final[dict[str, str]] = {
-    "claude-code": "tool_failure_guard.hooks.claude_code",
-}
 #: The key of the prompt's state inside a session's state file.
 _PROMPT_KEY: Final = "prompt"
 _STARTED_KEY: Final = "started"
