@@ -65,9 +65,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         # module imported (issue 31: the hook's cost is its start-up)
         from tool_failure_guard.commands.hook import handle_main
 
-        status = handle_main(words[1:])
-        if status is not None:
-            return status
+        handled = handle_main(words[1:])
+        if handled is not None:
+            return handled
     args = build_parser().parse_args(argv)
     module = _module(args._module)
     try:

@@ -30,7 +30,6 @@ from tool_failure_guard.core import (
     CallOutcome,
     FunctionCall,
     PromptProtection,
-    Stop,
     settle_all,
 )
 from tool_failure_guard.guard import GuardMode
@@ -49,8 +48,15 @@ class StateDamaged(ValueError):
 
 
 def new_protection(mode: GuardMode) -> PromptProtection:
-    """The protection of a hook host's prompt: one per prompt, limits that follow the mode."""
-    return PromptProtection(mode)
+    """The protection of a hook host's prompt: one per prompt, limits that follow the mode.
+
+    A hook host adds nothing to the CLI's own loop: no tool-call cap and no stop for
+    invalid parameters (the CLI has its own), and the provider-replay protection acts
+    only in ``warn``/``enforce`` (``limits_follow_mode``), so ``shadow`` changes nothing.
+    """
+    return PromptProtection(
+        mode, tool_call_cap=None, invalid_params_limit=None, limits_follow_mode=True
+    )
 
 
 def _encode(outcome: CallOutcome) -> list[str | None]:
@@ -109,7 +115,6 @@ class PromptSession:
         self.failures: dict[str, CallOutcome] = {}
         self.batches: list[list[CallOutcome]] = []
         self._protection: PromptProtection | None = None
-        self._last: Action | None = None
 
     # -- the prompt ------------------------------------------------------------------
 
@@ -126,7 +131,6 @@ class PromptSession:
         self.failures = {}
         self.batches = []
         self._protection = None
-        self._last = None
 
     def record_failure(self, outcome: CallOutcome) -> None:
         """An executed failure (or interruption) of one call, before its batch settles."""
@@ -151,7 +155,7 @@ class PromptSession:
             for outcomes in self.batches:
                 if protection.stopped is not None:
                     break
-                self._last = _reduce(protection, outcomes)[0]
+                _reduce(protection, outcomes)
         return protection
 
     def settle(self, outcomes: Sequence[CallOutcome]) -> Settled:
@@ -170,7 +174,6 @@ class PromptSession:
             protection = self.protection
         action, batch = _reduce(protection, outcomes)
         self.batches.append(list(outcomes))
-        self._last = action
         return Settled(action=action, protection=protection, batch=batch)
 
     # -- the stored form -----------------------------------------------------------------
@@ -214,13 +217,6 @@ def _reduce(
     """One batch through the core: admit its calls, settle their outcomes, the action."""
     calls = [FunctionCall(call_id=outcome.call_id, name=outcome.name) for outcome in outcomes]
     admission = protection.admit(calls)
-    batch = settle_all(admission, [o for o in outcomes if o.call_id in _ids(admission.calls)])
+    admitted = frozenset(call.call_id for call in admission.calls)
+    batch = settle_all(admission, [o for o in outcomes if o.call_id in admitted])
     return protection.after_batch(batch), batch
-
-
-def _ids(calls: Sequence[FunctionCall]) -> frozenset[str]:
-    return frozenset(call.call_id for call in calls)
-
-
-def is_stop(action: Action) -> bool:
-    return isinstance(action, Stop)
