@@ -21,6 +21,9 @@ from tool_failure_guard.telemetry.build import build_telemetry
 from tool_failure_guard.telemetry.sink import OpenTelemetrySink
 
 LOGGER: Final = logging.getLogger("tool_failure_guard.hooks")
+#: The prompt record's ``tool_call_cap`` of a hook host, which has none (the CLI runs its own
+#: loop): the largest 32-bit count, so no prompt ever reads as having reached it.
+NO_TOOL_CALL_CAP: Final = 2**31 - 1
 
 
 def report_event(
@@ -56,7 +59,7 @@ def report_event(
                 loop_type=stop.loop_type if isinstance(stop, Stop) else None,
                 model_turns=len(session.batches) + (0 if stop is not None else 1),
                 tool_calls=sum(len(batch) for batch in session.batches),
-                tool_call_cap=0,
+                tool_call_cap=NO_TOOL_CALL_CAP,
                 batches=protection.batches,
                 input_tokens=None,
                 output_tokens=None,
