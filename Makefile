@@ -27,7 +27,7 @@ $(STAMP): pyproject.toml
 	  || echo "warning: could not install graphviz; SVG rendering will be skipped"; }
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev,agent,rollout,clickhouse,pydantic-ai,openai-agents,langchain]'
+	$(BIN)/pip install -q -e '.[dev,agent,rollout,clickhouse,pydantic-ai,openai-agents,langchain,claude-agent-sdk]'
 	@touch $(STAMP)
 
 $(MCP_STAMP): $(MCP_SERVERS)/package.json $(MCP_SERVERS)/package-lock.json
