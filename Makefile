@@ -83,6 +83,7 @@ test: lint typecheck $(STAMP) $(MCP_STAMP) $(CLIENTS_STAMP) $(AGENTS_STAMP)
 bench: $(STAMP)
 	$(BIN)/tool-failure-guard bench
 	$(BIN)/python -m tool_failure_guard.rollout.bench
+	$(BIN)/python -m benches.hooks
 
 # How the rollout analysis's cost grows, 100k -> 1M prompts (docs/rollout.md section 8):
 # DuckDB only and one repetition by default, since 1M prompts are 4.7 GB of OTLP JSON.

@@ -239,7 +239,7 @@ def test_calls_without_a_recorded_failure_are_successes_or_not_started() -> None
     )
     handled = claude_code.handle(batch, session)
     assert handled.answer is None
-    statuses = [(o.terminal_status, o.execution_status) for o in session.batches[0]]
+    statuses = [(row[4], row[5]) for row in session.batches[0]]
     assert statuses == [
         ("error", "not_started"),
         ("cancelled", "not_started"),
@@ -264,10 +264,11 @@ def test_failure_texts_are_typed_or_unknown(
     session = PromptSession(GuardMode.ENFORCE)
     payload = dict(_failure("a"), tool_name=tool, error=error, is_interrupt=interrupt)
     claude_code.handle(payload, session)
-    outcome = session.failures["a"]
-    assert (outcome.terminal_status, outcome.execution_status, outcome.execution_error_type) == (
-        expected
+    claude_code.handle(
+        dict(_batch("a"), tool_calls=[dict(_batch("a")["tool_calls"][0], tool_name=tool)]), session
     )
+    row = session.batches[0][0]  # call id, name, tool, tool type, terminal, execution, type, ...
+    assert (row[4], row[5], row[6]) == expected
 
 
 def test_off_touches_no_state(tmp_path: Path) -> None:

@@ -107,10 +107,9 @@ def _module(cli: str) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     if args.hook_action == "handle":
-        from tool_failure_guard.guard import GuardMode
         from tool_failure_guard.hooks.run import main
 
-        return main(args.hook_cli, GuardMode(args.mode), args.state_dir, args.telemetry)
+        return main(args.hook_cli, args.mode, args.state_dir, args.telemetry)
     from tool_failure_guard.hooks import install as installer
 
     module = _module(args.hook_cli)

@@ -1,15 +1,16 @@
-"""What a hook host answers and reports for one event: the shape every CLI module returns."""
+"""What a hook host answers and reports for one event: the shape every CLI module returns.
+
+A plain class, not attrs: the per-call events import nothing heavy.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import attrs
+if TYPE_CHECKING:
+    from tool_failure_guard.hooks.replay import Settled
 
-from tool_failure_guard.hooks.prompt import Settled
 
-
-@attrs.frozen(kw_only=True)
 class Handled:
     """One event's meaning: the answer for the CLI (None: say nothing) and what settled.
 
@@ -18,6 +19,15 @@ class Handled:
     (a stop reason of the prompt record), else None.
     """
 
-    answer: dict[str, Any] | None = None
-    settled: Settled | None = None
-    prompt_ended: str | None = None
+    __slots__ = ("answer", "prompt_ended", "settled")
+
+    def __init__(
+        self,
+        *,
+        answer: dict[str, Any] | None = None,
+        settled: Settled | None = None,
+        prompt_ended: str | None = None,
+    ) -> None:
+        self.answer = answer
+        self.settled = settled
+        self.prompt_ended = prompt_ended

@@ -14,6 +14,7 @@ import logging
 from typing import Final
 
 from tool_failure_guard.core import Stop
+from tool_failure_guard.guard import GuardMode
 from tool_failure_guard.hooks.events import Handled
 from tool_failure_guard.hooks.prompt import PromptSession
 from tool_failure_guard.integrations import _telemetry
@@ -71,7 +72,7 @@ def report_handled(
             telemetry,
             prompt_id=prompt_id,
             route=route,
-            mode=session.mode,
+            mode=GuardMode(session.mode),
             stop_reason=handled.prompt_ended,
             loop_type=stop.loop_type if isinstance(stop, Stop) else None,
             model_turns=len(session.batches) + (0 if stop is not None else 1),

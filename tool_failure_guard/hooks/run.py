@@ -23,9 +23,6 @@ from pathlib import Path
 from types import ModuleType
 from typing import IO, Any, Final, Protocol
 
-import attrs
-
-from tool_failure_guard.guard import GuardMode
 from tool_failure_guard.hooks.clis import HOOK_CLIS
 from tool_failure_guard.hooks.events import Handled
 from tool_failure_guard.hooks.payload import read_payload, text_field, write_answer
@@ -54,14 +51,29 @@ def cli_module(cli: str) -> CliModule:
     return module
 
 
-@attrs.frozen(kw_only=True)
+#: The guard modes a hook takes (``GuardMode``'s values; the hook's path loads no guard).
+MODES: Final = ("off", "shadow", "warn", "enforce")
+
+
 class HookOptions:
     """What the installed command line says: the mode, the state folder, the telemetry."""
 
-    cli: str
-    mode: GuardMode = GuardMode.SHADOW
-    state_dir: Path | None = None
-    telemetry: str | None = None  #: a ``--telemetry`` spec (``file:PATH``), or None
+    __slots__ = ("cli", "mode", "state_dir", "telemetry")
+
+    def __init__(
+        self,
+        *,
+        cli: str,
+        mode: str = "shadow",
+        state_dir: Path | None = None,
+        telemetry: str | None = None,
+    ) -> None:
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
+        self.cli = cli
+        self.mode = str(mode)
+        self.state_dir = state_dir
+        self.telemetry = telemetry  #: a ``--telemetry`` spec (``file:PATH``), or None
 
 
 def _say(cli: str, message: str, stderr: IO[str]) -> None:
@@ -95,7 +107,7 @@ def _handle(
     options: HookOptions, stdin: IO[bytes], stderr: IO[str], clock: Callable[[], float]
 ) -> dict[str, Any] | None:
     payload = read_payload(stdin)
-    if options.mode is GuardMode.OFF:
+    if options.mode == "off":
         return None
     module = cli_module(options.cli)
     session_id = text_field(payload, "session_id")
@@ -127,7 +139,7 @@ def _handle(
     return handled.answer
 
 
-def main(cli: str, mode: GuardMode, state_dir: str | None, telemetry: str | None) -> int:
+def main(cli: str, mode: str, state_dir: str | None, telemetry: str | None) -> int:
     """The ``tool-failure-guard hook <cli>`` entry: stdin, stdout, stderr of the process."""
     options = HookOptions(
         cli=cli,

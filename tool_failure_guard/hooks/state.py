@@ -26,7 +26,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
-import hashlib
 import json
 import os
 import re
@@ -66,6 +65,8 @@ def session_file_name(session_id: str) -> str:
     """A file name for ``session_id``: the id itself when plainly safe, else its SHA-256."""
     if _SAFE_NAME.fullmatch(session_id) and ".." not in session_id:
         return f"{session_id}.json"
+    import hashlib  # only for an id that is not plainly safe (keeps it off the common path)
+
     digest = hashlib.sha256(session_id.encode("utf-8", "surrogatepass")).hexdigest()
     return f"sha256-{digest}.json"
 
