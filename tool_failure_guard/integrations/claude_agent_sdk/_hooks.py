@@ -64,12 +64,12 @@ class _Prompt:
         self.tool_calls = 0
         self.observed = 0
         self.stop: GuardStop | None = None
-        self.actions = ActionLog(ROUTE, LOGGER)
+        self.actions = ActionLog(ROUTE)
         self.started = clock()
 
     def fresh(self, clock: Callable[[], float]) -> None:
         self.decisions, self.tool_calls, self.observed, self.stop = [], 0, 0, None
-        self.actions = ActionLog(ROUTE, LOGGER)
+        self.actions = ActionLog(ROUTE)
         self.started = clock()
 
 
