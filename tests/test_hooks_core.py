@@ -386,14 +386,29 @@ def test_the_cli_installs_with_the_running_executable_and_the_mode(tmp_path: Pat
     )
     assert "installed" in done.stdout
     settings = json.loads(path.read_text())
-    assert set(settings["hooks"]) == {
-        "UserPromptSubmit",
-        "PostToolUseFailure",
-        "PostToolBatch",
-        "Stop",
-    }
+    # Stop only gives the telemetry's prompt record: installed only with --telemetry
+    assert set(settings["hooks"]) == {"UserPromptSubmit", "PostToolUseFailure", "PostToolBatch"}
     command = settings["hooks"]["PostToolBatch"][0]["hooks"][0]["command"]
     assert command.startswith(str(exe) + " hook claude-code --mode warn --state-dir ")
+    with_sink = [
+        str(exe),
+        "hook",
+        "install",
+        "claude-code",
+        "--mode",
+        "warn",
+        "--settings",
+        str(path),
+        "--telemetry",
+        f"file:{tmp_path / 't.jsonl'}",
+    ]
+    subprocess.run(with_sink, capture_output=True, check=True)
+    settings = json.loads(path.read_text())
+    assert "Stop" in settings["hooks"] and len(settings["hooks"]["PostToolBatch"]) == 1
+    assert "--telemetry file:" in settings["hooks"]["Stop"][0]["hooks"][0]["command"]
+    uninstall = [str(exe), "hook", "uninstall", "claude-code", "--settings", str(path)]
+    assert "removed" in subprocess.run(uninstall, capture_output=True, text=True).stdout
+    assert json.loads(path.read_text()) == {"hooks": {}}
     path.write_text("[]")
     refused = subprocess.run(
         [str(exe), "hook", "install", "claude-code", "--mode", "warn", "--settings", str(path)],

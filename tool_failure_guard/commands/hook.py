@@ -141,9 +141,9 @@ def run(args: argparse.Namespace) -> int:
         if entries is not None:
             made = entries(command, args.timeout)
         else:
-            made = installer.claude_style_entries(
-                command, module.EVENTS, module.TOOL_EVENTS, args.timeout
-            )
+            skipped = () if args.telemetry else getattr(module, "TELEMETRY_EVENTS", ())
+            events = [event for event in module.EVENTS if event not in skipped]
+            made = installer.claude_style_entries(command, events, module.TOOL_EVENTS, args.timeout)
         installer.install(path, made, args.hook_cli)
     except (OSError, ValueError) as error:
         print(f"tool-failure-guard hook {args.hook_action}: {error}", file=sys.stderr)

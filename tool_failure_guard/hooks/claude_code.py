@@ -38,6 +38,8 @@ ROUTE: Final = "claude_code_hook"
 #: The events the hook is installed for (and the ones :func:`handle` reads); ``Stop`` ends a
 #: prompt that was not stopped (its telemetry record).
 EVENTS: Final = ("UserPromptSubmit", "PostToolUseFailure", "PostToolBatch", "Stop")
+#: The events installed only with ``--telemetry`` (what they give is a telemetry record).
+TELEMETRY_EVENTS: Final = ("Stop",)
 #: The events whose installed group has ``matcher: "*"`` (every tool).
 TOOL_EVENTS: Final = ("PostToolUseFailure", "PostToolBatch")
 #: ``hook install --scope``: the operator's settings files (``managed`` wins over a project's
@@ -113,7 +115,9 @@ def handle(payload: Mapping[str, Any], session: PromptSession) -> Handled:
     if event == "PostToolBatch":
         session.enter_prompt(prompt)
         return _batch(payload, session)
-    if event == "Stop" and session.prompt_id == prompt and session.batches:
+    if event == "Stop" and payload.get("stop_hook_active") is not True:
+        # the prompt ended without a stop (Claude Code runs no Stop hook after a hook stop)
+        session.enter_prompt(prompt)
         return Handled(prompt_ended="end_turn")
     return _NOTHING
 
