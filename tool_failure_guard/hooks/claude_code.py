@@ -21,13 +21,16 @@ adds the state file around it, the SDK adapter keeps the session in memory.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Final
 
 from tool_failure_guard.hooks.events import Handled
 from tool_failure_guard.hooks.payload import PayloadError, text_field
 from tool_failure_guard.hooks.prompt import MAX_CALLS_PER_BATCH, PromptSession
 
+# no `typing` at run time: the hook's start-up is its cost (TYPE_CHECKING as mypy reads it)
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any, Final
+
     from tool_failure_guard.agent_outcomes.claude_code import Outcome
     from tool_failure_guard.core import CallOutcome, FunctionCall, Stop
 

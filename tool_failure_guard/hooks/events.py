@@ -5,9 +5,11 @@ A plain class, not attrs: the per-call events import nothing heavy.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
+# no `typing` at run time: the hook's start-up is its cost (TYPE_CHECKING as mypy reads it)
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from tool_failure_guard.hooks.replay import Settled
 
 

@@ -22,9 +22,12 @@ turns into a reset.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final
 
+# no `typing` at run time: the hook's start-up is its cost (TYPE_CHECKING as mypy reads it)
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any, Final
+
     from tool_failure_guard.core import CallOutcome, PromptProtection
     from tool_failure_guard.hooks.replay import Settled
 

@@ -18,16 +18,20 @@ from __future__ import annotations
 import importlib
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
-from types import ModuleType
-from typing import IO, Any, Final, Protocol
 
 from tool_failure_guard.hooks.clis import HOOK_CLIS
-from tool_failure_guard.hooks.events import Handled
 from tool_failure_guard.hooks.payload import read_payload, text_field, write_answer
 from tool_failure_guard.hooks.prompt import PromptSession, StateDamaged
 from tool_failure_guard.hooks.state import StateStore, default_state_dir
+
+# no `typing` at run time: the hook's start-up is its cost (TYPE_CHECKING as mypy reads it)
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import IO, Any, Final
+
+    from tool_failure_guard.hooks.events import Handled
 
 #: The key of the prompt's state inside a session's state file.
 _PROMPT_KEY: Final = "prompt"
@@ -35,20 +39,12 @@ _STARTED_KEY: Final = "started"
 _STARTED_PROMPT_KEY: Final = "started_prompt"
 
 
-class CliModule(Protocol):
-    NAME: str
-    ROUTE: str
-
-    def handle(self, payload: Mapping[str, Any], session: PromptSession) -> Handled: ...
-
-
-def cli_module(cli: str) -> CliModule:
+def cli_module(cli: str) -> Any:
     """The module of ``cli`` (a :class:`ValueError` naming the known ones otherwise)."""
     name = HOOK_CLIS.get(cli)
     if name is None:
         raise ValueError(f"unknown CLI {cli!r}; known: {', '.join(sorted(HOOK_CLIS))}")
-    module: ModuleType = importlib.import_module(name)
-    return module
+    return importlib.import_module(name)
 
 
 #: The guard modes a hook takes (``GuardMode``'s values; the hook's path loads no guard).
@@ -110,6 +106,7 @@ def _handle(
     if options.mode == "off":
         return None
     module = cli_module(options.cli)
+    handled: Handled
     session_id = text_field(payload, "session_id")
     directory = options.state_dir or default_state_dir(options.cli)
     store = StateStore(directory, warn=lambda message: _say(options.cli, message, stderr))

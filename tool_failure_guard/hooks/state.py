@@ -34,9 +34,13 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, Final
 
 from tool_failure_guard.private_files import PRIVATE_FILE_MODE, private_directory
+
+# no `typing` at run time: the hook's start-up is its cost (TYPE_CHECKING as mypy reads it)
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Final
 
 #: The largest state file read or written (1 MiB); past it the session starts over.
 MAX_STATE_BYTES: Final = 1024 * 1024
