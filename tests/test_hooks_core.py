@@ -210,6 +210,14 @@ def test_a_new_prompt_id_is_a_fresh_guard(tmp_path: Path) -> None:
     assert "additionalContext" in _failing_batch(tmp_path, 3, prompt="q")
 
 
+def test_an_event_without_a_prompt_id_stays_in_the_prompt() -> None:
+    session = PromptSession("enforce")
+    session.enter_prompt("p")
+    session.record("a", ["Read", "x", False])
+    assert session.enter_prompt(None) is False and session.pending
+    assert session.enter_prompt("q") is True and not session.pending
+
+
 def test_user_prompt_submit_is_a_fresh_guard(tmp_path: Path) -> None:
     _failing_batch(tmp_path, 1)
     submit = {"hook_event_name": "UserPromptSubmit", "session_id": "s", "prompt_id": "p"}
