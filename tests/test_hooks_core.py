@@ -424,3 +424,15 @@ def test_the_cli_installs_with_the_running_executable_and_the_mode(tmp_path: Pat
         text=True,
     )
     assert refused.returncode == 2 and "not an object" in refused.stderr
+
+
+def test_a_bad_hook_command_line_fails_open_with_status_0() -> None:
+    exe = Path(sys.executable).parent / "tool-failure-guard"
+    for extra in (["--mode", "bogus"], ["--nope"], ["--state-dir"]):
+        done = subprocess.run(
+            [str(exe), "hook", "claude-code", *extra],
+            input=b"{}",
+            capture_output=True,
+        )
+        assert done.returncode == 0 and done.stdout == b""
+        assert b"failing open (bad command line" in done.stderr
