@@ -436,3 +436,29 @@ def test_a_bad_hook_command_line_fails_open_with_status_0() -> None:
         )
         assert done.returncode == 0 and done.stdout == b""
         assert b"failing open (bad command line" in done.stderr
+
+
+_PER_CALL_IMPORTS = """
+import io, json, sys
+from tool_failure_guard.commands.cli import main
+payload = {"hook_event_name": "PostToolUseFailure", "session_id": "s", "prompt_id": "p",
+           "tool_use_id": "a", "tool_name": "Read", "error": "File does not exist.",
+           "is_interrupt": False}
+sys.stdin = io.TextIOWrapper(io.BytesIO(json.dumps(payload).encode()))
+assert main(["hook", "claude-code", "--mode", "enforce", "--state-dir", sys.argv[1]]) == 0
+heavy = ("attr", "attrs", "typing", "argparse", "tool_failure_guard.core",
+         "tool_failure_guard.guard", "tool_failure_guard.agent_outcomes")
+print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] in heavy or m in heavy
+                        or any(m.startswith(h + ".") for h in heavy))))
+"""
+
+
+def test_the_per_call_event_loads_no_core_attrs_typing_or_argparse(tmp_path: Path) -> None:
+    # docs/hooks.md (Cost): the per-call hook's start-up is kept near a no-op Python hook's
+    done = subprocess.run(
+        [sys.executable, "-c", _PER_CALL_IMPORTS, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert json.loads(done.stdout.splitlines()[-1]) == []
