@@ -121,3 +121,17 @@ def test_the_cli_installs_with_the_running_executable_and_the_mode(tmp_path: Pat
         text=True,
     )
     assert refused.returncode == 2 and "not an object" in refused.stderr
+
+
+def test_a_relative_telemetry_file_is_made_absolute_and_a_bad_kind_refused(
+    tmp_path: Path,
+) -> None:
+    # a hook runs in the project's folder: a relative path would write the records there
+    exe = Path(sys.executable).parent / "tool-failure-guard"
+    path = tmp_path / "s.json"
+    base = [str(exe), "hook", "install", "claude-code", "--mode", "warn", "--settings", str(path)]
+    subprocess.run([*base, "--telemetry", "file:t.jsonl"], cwd=tmp_path, check=True)
+    command = json.loads(path.read_text())["hooks"]["Stop"][0]["hooks"][0]["command"]
+    assert f"--telemetry file:{tmp_path / 't.jsonl'}" in command
+    bad = subprocess.run([*base, "--telemetry", "bogus"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "bogus" in bad.stderr
