@@ -8,6 +8,7 @@ import os
 import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -124,6 +125,20 @@ def test_a_symlinked_state_file_is_refused(tmp_path: Path) -> None:
     store.path_of("s").symlink_to(target)
     with pytest.raises(OSError, match="symbolic link"), store.session("s"):
         pass
+
+
+def test_a_new_session_prunes_session_files_older_than_a_week(tmp_path: Path) -> None:
+    store = StateStore(tmp_path)
+    for name in ("old", "recent"):
+        with store.session(name) as state:
+            state["x"] = 1
+    week = 7 * 24 * 3600
+    os.utime(store.path_of("old"), (time.time() - week - 60,) * 2)
+    os.utime(store.path_of("recent"), (time.time() - week + 3600,) * 2)
+    (tmp_path / "notes.txt").write_text("not a session")
+    with store.session("new") as state:
+        state["x"] = 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["new.json", "notes.txt", "recent.json"]
 
 
 _COUNTER = """
