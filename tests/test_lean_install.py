@@ -247,7 +247,6 @@ def test_telemetry_built_by_name_without_the_sdk_names_its_extra(
     [
         (["agent"], "agent"),
         (["demo"], "agent"),
-        (["bench"], "agent"),
         (["rollout", "check", "x.jsonl"], "rollout"),
     ],
 )

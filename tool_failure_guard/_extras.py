@@ -19,7 +19,7 @@ DISTRIBUTION: Final = "tool-failure-guard"
 
 #: extra -> what it is for (the first words of the hint)
 PARTS: Final[dict[str, str]] = {
-    "agent": "the ACP agent (`tool-failure-guard agent`, `demo`, `bench`)",
+    "agent": "the ACP agent (`tool-failure-guard agent`, `demo`)",
     "telemetry": "telemetry built by name (console, file:PATH)",
     "otlp": "OTLP telemetry export",
     "rollout": "`tool-failure-guard rollout`",

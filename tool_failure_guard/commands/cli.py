@@ -20,7 +20,6 @@ from tool_failure_guard._version import installed_version
 SUBCOMMANDS: dict[str, str] = {
     "replay": "tool_failure_guard.commands.replay",
     "render": "tool_failure_guard.commands.render",
-    "bench": "tool_failure_guard.commands.bench",
     "agent": "tool_failure_guard.commands.agent",
     "demo": "tool_failure_guard.commands.demo",
     "rollout": "tool_failure_guard.commands.rollout",
@@ -30,7 +29,6 @@ SUBCOMMANDS: dict[str, str] = {
 _HELP = {
     "replay": "reduce JSON Lines batch receipts through the guard and print its decisions",
     "render": "write diagrams/ from the statechart class (or --check they are current)",
-    "bench": "measure the guard's per-batch cost against the python-statemachine engine",
     "agent": "serve the guarded ACP agent on stdio",
     "demo": "run the built-in failing-loop scenario in shadow, warn and enforce",
     "rollout": "rollout evidence: check invariants, judge gates, assign owners, simulate a fleet",
