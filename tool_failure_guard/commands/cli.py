@@ -16,6 +16,9 @@ from types import ModuleType
 
 from tool_failure_guard._version import installed_version
 
+#: Subcommands run but not listed in ``--help``: developer tools for a checkout of the project.
+HIDDEN: frozenset[str] = frozenset({"render"})
+
 #: subcommand -> its module (in this room, :mod:`tool_failure_guard.commands`)
 SUBCOMMANDS: dict[str, str] = {
     "replay": "tool_failure_guard.commands.replay",
@@ -28,7 +31,8 @@ SUBCOMMANDS: dict[str, str] = {
 
 _HELP = {
     "replay": "reduce JSON Lines batch receipts through the guard and print its decisions",
-    "render": "write diagrams/ from the statechart class (or --check they are current)",
+    # a developer command (it rewrites a checkout's diagrams/): left out of the user's help
+    "render": "developer command, in a checkout: write diagrams/ from the statechart class",
     "agent": "serve the guarded ACP agent on stdio",
     "demo": "run the built-in failing-loop scenario in shadow, warn and enforce",
     "rollout": "rollout evidence: check invariants, judge gates, assign owners, simulate a fleet",
@@ -39,12 +43,15 @@ _HELP = {
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tool-failure-guard",
-        description="ACP repeated tool-call protection.",
+        description="Stops AI agents from burning turns on a tool that keeps failing.",
+        allow_abbrev=False,  # `--mod enforce` is no `--mode enforce`
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {installed_version()}")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, module_name in SUBCOMMANDS.items():
-        sub = commands.add_parser(name, help=_HELP[name], description=_HELP[name])
+        # argparse lists a subcommand in the help only when it is given ``help``
+        listed = {} if name in HIDDEN else {"help": _HELP[name]}
+        sub = commands.add_parser(name, description=_HELP[name], allow_abbrev=False, **listed)
         sub.set_defaults(_module=module_name)
         _module(module_name).configure(sub)
     return parser
@@ -55,7 +62,11 @@ def _module(name: str) -> ModuleType:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:  # no command: the help, not an error
+        parser.print_help()
+        return 0
     module = _module(args._module)
     try:
         status: int = module.run(args)
