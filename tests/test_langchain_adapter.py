@@ -179,7 +179,10 @@ def test_invalid_arguments_are_never_counted_with_or_without_the_tools_handler(
         ("not_started", "invalid_tool_params")
     ]
     # ToolNode's own answer (ToolInvocationError, no handler on the tool): the same
-    ran = guarded_run(replies([INVALID, INVALID], [INVALID]), behaviour_tools(workspace))
+    guard = RepeatedToolFailureMiddleware(mode="enforce", on_stop="end", invalid_params_limit=3)
+    ran = guarded_run(
+        replies([INVALID, INVALID], [INVALID]), behaviour_tools(workspace), guard=guard
+    )
     assert ran.stop is not None and ran.stop.loop_type == LOOP_INVALID_TOOL_PARAMS
     assert ran.decisions == ("none",)
 

@@ -173,7 +173,9 @@ def test_invalid_arguments_and_unknown_tools_are_not_started_and_never_counted()
 
 def test_repeated_invalid_arguments_stop_as_their_own_protection() -> None:
     invalid = [("fetch", {"key": 3})] * 2
-    ran = guarded_run(batches(invalid, invalid), tools(fetch_failing), mode="off")
+    ran = guarded_run(
+        batches(invalid, invalid), tools(fetch_failing), mode="enforce", invalid_params_limit=3
+    )
     output = ran.result.output
     assert isinstance(output, ProtectionStop)
     assert output.loop_type == LOOP_INVALID_TOOL_PARAMS

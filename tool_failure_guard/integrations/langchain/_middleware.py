@@ -41,9 +41,9 @@ from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
-from tool_failure_guard.core import DEFAULT_TOOL_CALL_CAP, Action, CallOutcome, FunctionCall, Stop
+from tool_failure_guard.core import Action, CallOutcome, FunctionCall, Stop
 from tool_failure_guard.guard import GuardMode
-from tool_failure_guard.integrations._api import StopBehaviour, stop_behaviour
+from tool_failure_guard.integrations._api import StopBehaviour, limit_option, stop_behaviour
 from tool_failure_guard.integrations.langchain._batches import (
     catch_up,
     last_ai_message,
@@ -100,7 +100,12 @@ class RepeatedToolFailureMiddleware(AgentMiddleware[GuardState, Any]):
     :class:`~._stop.ProtectionStopped` (a ``ToolCallLimitExceededError``);
     ``"end"`` ends it with the stop text as its final ``AIMessage``, unless the
     agent has a ``response_format`` (then it raises all the same).
-    ``tool_call_cap`` is the run's tool-call cap (calls past it never run).
+    ``tool_call_cap`` (calls past it never run) and ``invalid_params_limit`` (calls of
+    one tool failing before they run, e.g. a wrong argument name, that stop the run) are
+    off (None) by default: LangGraph's ``recursion_limit`` and
+    ``ToolCallLimitMiddleware`` are LangChain's own.  Every protection follows the
+    mode: ``off`` changes nothing, ``shadow`` changes nothing a run does (its
+    ``RunReport`` says what would have stopped it), ``warn``/``enforce`` act.
     """
 
     state_schema = GuardState
@@ -111,14 +116,16 @@ class RepeatedToolFailureMiddleware(AgentMiddleware[GuardState, Any]):
         mode: GuardMode | str | None = None,
         telemetry: GuardTelemetry | None = None,
         on_stop: StopBehaviour = "error",
-        tool_call_cap: int = DEFAULT_TOOL_CALL_CAP,
+        tool_call_cap: int | None = None,
+        invalid_params_limit: int | None = None,
     ) -> None:
         super().__init__()
         mode_for_run(mode)  # a bad explicit mode fails here, naming the valid ones
         self._mode = mode
         self._telemetry = telemetry
         self._on_stop = stop_behaviour(on_stop)
-        self._tool_call_cap = tool_call_cap
+        self._tool_call_cap = limit_option("tool_call_cap", tool_call_cap)
+        self._invalid_params_limit = limit_option("invalid_params_limit", invalid_params_limit)
         self._lock = threading.Lock()
         self._runs: OrderedDict[str, GuardedRun] = OrderedDict()
         self._unknown_warned = False
@@ -143,7 +150,10 @@ class RepeatedToolFailureMiddleware(AgentMiddleware[GuardState, Any]):
 
     def _start(self, state: Any) -> dict[str, Any]:
         run = GuardedRun(
-            mode_for_run(self._mode), telemetry=self._telemetry, tool_call_cap=self._tool_call_cap
+            mode_for_run(self._mode),
+            telemetry=self._telemetry,
+            tool_call_cap=self._tool_call_cap,
+            invalid_params_limit=self._invalid_params_limit,
         )
         # What the history held before this run is not this run's (a thread's earlier runs).
         earlier = last_ai_message(messages_of(state))

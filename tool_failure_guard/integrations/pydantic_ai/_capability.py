@@ -51,14 +51,18 @@ from pydantic_ai.toolsets import AbstractToolset
 from pydantic_graph import End
 
 from tool_failure_guard.core import (
-    DEFAULT_TOOL_CALL_CAP,
     Continue,
     FunctionCall,
     Stop,
     provider_duplicate,
 )
 from tool_failure_guard.guard import GuardMode
-from tool_failure_guard.integrations._api import GuardStop, StopBehaviour, stop_behaviour
+from tool_failure_guard.integrations._api import (
+    GuardStop,
+    StopBehaviour,
+    limit_option,
+    stop_behaviour,
+)
 from tool_failure_guard.integrations.pydantic_ai._history import answered_calls, has_user_input
 from tool_failure_guard.integrations.pydantic_ai._parts import (
     answers_of,
@@ -88,14 +92,19 @@ class RepeatedToolFailureCapability(AbstractCapability[Any]):
     :class:`ProtectionStopped`, a ``UsageLimitExceeded``) or ``"end"`` (the
     output is the :class:`ProtectionStop` text where the run's own output
     type is plain ``str``; otherwise it raises all the same).
-    ``tool_call_cap``: the per-run tool-call cap.  ``report_of(result)`` /
-    ``stop_of(result)`` say what the guard did in a run.
+    ``tool_call_cap`` (calls past it never run) and ``invalid_params_limit`` (calls of
+    one tool rejected before they run, e.g. arguments that fail validation, that stop the
+    run): off (None) by default, since pydantic-ai's ``UsageLimits`` and each tool's
+    ``retries`` are its own limits.  Every protection follows the mode: ``off`` changes
+    nothing, ``shadow`` changes nothing a run does, ``warn``/``enforce`` act.
+    ``report_of(result)`` / ``stop_of(result)`` say what the guard did in a run.
     """
 
     mode: GuardMode | str | None = None
     telemetry: GuardTelemetry | None = field(default=None, repr=False)
     on_stop: StopBehaviour = "error"
-    tool_call_cap: int = DEFAULT_TOOL_CALL_CAP
+    tool_call_cap: int | None = None
+    invalid_params_limit: int | None = None
     _run: GuardedRun | None = field(default=None, init=False, repr=False, compare=False)
     #: the run's model requests accept a plain text output (None: no request seen yet)
     _requests_text: bool | None = field(default=None, init=False, repr=False, compare=False)
@@ -108,10 +117,8 @@ class RepeatedToolFailureCapability(AbstractCapability[Any]):
                 "RepeatedToolFailureCapability cannot be deferred (defer_loading=True): its hooks "
                 "would miss every tool call made before it is loaded"
             )
-        if not isinstance(self.tool_call_cap, int) or self.tool_call_cap < 1:
-            raise ValueError(
-                f"tool_call_cap must be an int of at least 1; got {self.tool_call_cap!r}"
-            )
+        self.tool_call_cap = limit_option("tool_call_cap", self.tool_call_cap)
+        self.invalid_params_limit = limit_option("invalid_params_limit", self.invalid_params_limit)
         self.on_stop = stop_behaviour(self.on_stop)
         if self.mode is not None:
             mode_for_run(self.mode)  # a bad explicit mode fails here, naming the valid ones
@@ -128,6 +135,7 @@ class RepeatedToolFailureCapability(AbstractCapability[Any]):
             mode=mode,
             telemetry=self.telemetry if self.telemetry is not None else NullTelemetry(),
             tool_call_cap=self.tool_call_cap,
+            invalid_params_limit=self.invalid_params_limit,
             prompt_id=ctx.run_id or str(uuid.uuid4()),
             answered=answered_calls(ctx.messages),
             keep_actions=self._keep_actions,
