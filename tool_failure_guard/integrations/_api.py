@@ -29,6 +29,7 @@ Nothing here decides: these are the host-side values of what
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from typing import Literal, TypeAlias
 
@@ -169,6 +170,27 @@ class RunReport:
             or self.stop is not None
             or self.would_stop_loop_type is not None
         )
+
+
+#: The attribute of an error that ended a guarded run which carries the run's report.
+REPORT_ATTRIBUTE = "tool_failure_guard_report"
+
+
+def attach_report(error: BaseException, report: RunReport) -> None:
+    """Keep ``report`` on ``error``, an exception that ended a guarded run.
+
+    So ``report_of(error)`` answers when the framework's own limit ended the run
+    (``UsageLimitExceeded``, ``MaxTurnsExceeded``): the shadow report is there exactly
+    when a looping run ran into the budget.  An error that refuses attributes keeps none.
+    """
+    with contextlib.suppress(AttributeError, TypeError):  # e.g. a class with __slots__
+        setattr(error, REPORT_ATTRIBUTE, report)
+
+
+def attached_report(value: object) -> RunReport | None:
+    """The report :func:`attach_report` kept on ``value``, else None."""
+    report = getattr(value, REPORT_ATTRIBUTE, None) if isinstance(value, BaseException) else None
+    return report if isinstance(report, RunReport) else None
 
 
 class ProtectionStopped(Exception):

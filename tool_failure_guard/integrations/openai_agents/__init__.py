@@ -52,6 +52,8 @@ from tool_failure_guard.integrations._api import (
     GuardStop,
     RunReport,
     StopBehaviour,
+    attach_report,
+    attached_report,
     limit_option,
     stop_behaviour,
 )
@@ -108,8 +110,17 @@ def stop_of(result: RunResultBase) -> GuardStop | None:
     return run.stop if run is not None else None
 
 
-def report_of(result: RunResultBase) -> RunReport | None:
-    """What the guard did in the run behind ``result``, in every mode (None: not guarded)."""
+def report_of(result: RunResultBase | BaseException) -> RunReport | None:
+    """What the guard did in the run behind ``result``, in every mode (None: not guarded).
+
+    ``result`` is a run's result, or the error that ended it: :class:`ProtectionStopped`,
+    or the SDK's own (``MaxTurnsExceeded``) raised by ``run`` / ``run_sync``; a streamed
+    run's report is its result's (``report_of(result)`` once the stream is over).
+    """
+    if isinstance(result, BaseException):
+        if isinstance(result, ProtectionStopped):
+            return result.report
+        return attached_report(result)
     run = _RUNS.get(id(result))
     return run.report() if run is not None else None
 
@@ -172,6 +183,7 @@ class GuardedRunner:
             result = await Runner.run(agent, input, **options)
         except BaseException as error:
             _end(run, clone, _stop_reason(error))
+            attach_report(error, run.report())  # report_of(MaxTurnsExceeded) answers
             raise
         return self._finished(run, clone, result)
 
@@ -188,6 +200,7 @@ class GuardedRunner:
             result = Runner.run_sync(agent, input, **options)
         except BaseException as error:
             _end(run, clone, _stop_reason(error))
+            attach_report(error, run.report())  # report_of(MaxTurnsExceeded) answers
             raise
         return self._finished(run, clone, result)
 

@@ -60,6 +60,7 @@ from tool_failure_guard.guard import GuardMode
 from tool_failure_guard.integrations._api import (
     GuardStop,
     StopBehaviour,
+    attach_report,
     limit_option,
     stop_behaviour,
 )
@@ -244,6 +245,7 @@ class RepeatedToolFailureCapability(AbstractCapability[Any]):
     async def wrap_run(self, ctx: RunContext[Any], *, handler: Any) -> Any:
         run = self._run
         stop_reason = "error"
+        escaped: Exception | None = None  # the run's own error: it carries the report
         try:
             result = await handler()
             stop_reason = "end_turn"
@@ -254,12 +256,18 @@ class RepeatedToolFailureCapability(AbstractCapability[Any]):
         except (asyncio.CancelledError, RunCancelled, KeyboardInterrupt, GeneratorExit):
             stop_reason = "cancelled"
             raise
-        except UsageLimitExceeded:
+        except UsageLimitExceeded as error:
             stop_reason = "max_turn_requests"
+            escaped = error
+            raise
+        except Exception as error:  # e.g. UnexpectedModelBehavior: a tool's retries ran out
+            escaped = error
             raise
         finally:
             if run is not None:
                 self._finish(ctx, run, stop_reason)
+                if escaped is not None:
+                    attach_report(escaped, run.report())
 
     def _finish(self, ctx: RunContext[Any], run: GuardedRun, stop_reason: str) -> None:
         """The run is over, however it ended: its report for ``report_of``, its outcome record."""
