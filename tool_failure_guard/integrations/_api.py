@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 from typing import Literal, TypeAlias
 
 import attrs
@@ -217,6 +218,40 @@ class ProtectionStopped(Exception):
 
     def __reduce__(self) -> tuple[object, ...]:
         return (type(self), (self.stop, self.report))
+
+
+class WarnOnce:
+    """A warning an adapter instance gives once, however many runs it guards.
+
+    For what makes the guard unable to act (a tool's plain exception ending the run):
+    said once, naming the reason and the fix, never repeated per call or per run.
+    """
+
+    __slots__ = ("_given", "_lock")
+
+    def __init__(self) -> None:
+        self._given = False
+        self._lock = threading.Lock()
+
+    @property
+    def given(self) -> bool:
+        return self._given
+
+    def warn(self, logger: logging.Logger, message: str, *args: object) -> None:
+        with self._lock:
+            if self._given:
+                return
+            self._given = True
+        logger.warning(message, *args)
+
+
+def plain_exception_warning(framework: str, fix: str) -> str:
+    """The once-per-adapter warning of a tool whose plain exception ends the run."""
+    return (
+        f"tool-failure-guard ({framework}): the tool %r raised %s, which ends the "
+        f"{framework} run at the first call: the guard never sees a failure to count. "
+        f"Fix: {fix}"
+    )
 
 
 class ActionLog:

@@ -37,13 +37,19 @@ from langchain.agents.middleware.types import (
     PrivateStateAttr,
 )
 from langchain_core.messages import AIMessage, ToolMessage
+from langgraph.errors import GraphBubbleUp
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
 from tool_failure_guard.core import Action, CallOutcome, FunctionCall, Stop
 from tool_failure_guard.guard import GuardMode
-from tool_failure_guard.integrations._api import StopBehaviour, limit_option, stop_behaviour
+from tool_failure_guard.integrations._api import (
+    StopBehaviour,
+    WarnOnce,
+    limit_option,
+    stop_behaviour,
+)
 from tool_failure_guard.integrations.langchain._batches import (
     catch_up,
     last_ai_message,
@@ -66,6 +72,7 @@ from tool_failure_guard.integrations.langchain._report import (
 )
 from tool_failure_guard.integrations.langchain._run import LOGGER, GuardedRun
 from tool_failure_guard.integrations.langchain._stop import (
+    PLAIN_EXCEPTION_WARNING,
     ProtectionStopped,
     ends_with_text,
     stop_message,
@@ -129,6 +136,7 @@ class RepeatedToolFailureMiddleware(AgentMiddleware[GuardState, Any]):
         self._lock = threading.Lock()
         self._runs: OrderedDict[str, GuardedRun] = OrderedDict()
         self._unknown_warned = False
+        self._plain_exception_warning = WarnOnce()
         self._observed = ObservedTools()
         self.tools = []
         for name in _HOOKS:  # what create_agent wraps: see _plain_hook
@@ -280,6 +288,7 @@ class RepeatedToolFailureMiddleware(AgentMiddleware[GuardState, Any]):
             result = handler(self._observing(request))
         except BaseException as error:
             _settle(run, call, request, probe, None, error)
+            self._escaped(request, error)
             raise
         finally:
             PROBE.reset(token)
@@ -304,11 +313,20 @@ class RepeatedToolFailureMiddleware(AgentMiddleware[GuardState, Any]):
             result = await handler(self._observing(request))
         except BaseException as error:
             _settle(run, call, request, probe, None, error)
+            self._escaped(request, error)
             raise
         finally:
             PROBE.reset(token)
         _settle(run, call, request, probe, result, None)
         return result
+
+    def _escaped(self, request: ToolCallRequest, error: BaseException) -> None:
+        """A tool's exception nothing inside answered: it ends the run.  Say so, once."""
+        if isinstance(error, Exception) and not isinstance(error, GraphBubbleUp):
+            name = str(request.tool_call.get("name") or "")
+            self._plain_exception_warning.warn(
+                LOGGER, PLAIN_EXCEPTION_WARNING, name, type(error).__name__
+            )
 
     def _observing(self, request: ToolCallRequest) -> ToolCallRequest:
         """``request`` with the observed copy of its tool (:mod:`._observe`)."""

@@ -60,6 +60,7 @@ from tool_failure_guard.guard import GuardMode
 from tool_failure_guard.integrations._api import (
     GuardStop,
     StopBehaviour,
+    WarnOnce,
     attach_report,
     limit_option,
     stop_behaviour,
@@ -106,6 +107,10 @@ class RepeatedToolFailureCapability(AbstractCapability[Any]):
     on_stop: StopBehaviour = "error"
     tool_call_cap: int | None = None
     invalid_params_limit: int | None = None
+    #: one warning per capability (shared by the per-run copies ``for_run`` makes)
+    _plain_exception_warning: WarnOnce = field(
+        default_factory=WarnOnce, repr=False, compare=False, kw_only=True
+    )
     _run: GuardedRun | None = field(default=None, init=False, repr=False, compare=False)
     #: the run's model requests accept a plain text output (None: no request seen yet)
     _requests_text: bool | None = field(default=None, init=False, repr=False, compare=False)
@@ -137,6 +142,7 @@ class RepeatedToolFailureCapability(AbstractCapability[Any]):
             telemetry=self.telemetry if self.telemetry is not None else NullTelemetry(),
             tool_call_cap=self.tool_call_cap,
             invalid_params_limit=self.invalid_params_limit,
+            plain_exception_warning=self._plain_exception_warning,
             prompt_id=ctx.run_id or str(uuid.uuid4()),
             answered=answered_calls(ctx.messages),
             keep_actions=self._keep_actions,

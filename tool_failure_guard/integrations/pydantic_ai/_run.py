@@ -44,7 +44,9 @@ from tool_failure_guard.integrations._api import (
     ActionLog,
     GuardStop,
     RunReport,
+    WarnOnce,
     holds_back_replays,
+    plain_exception_warning,
     protection_for_run,
 )
 from tool_failure_guard.integrations.pydantic_ai._history import args_of, returned_of
@@ -73,6 +75,15 @@ class _Admitted:
     ]  #: call id -> (registered tool name or None, tool type)
 
 
+#: The once-per-capability warning of a tool whose plain exception ends the run.
+PLAIN_EXCEPTION_WARNING = plain_exception_warning(
+    "pydantic-ai",
+    "raise ToolFailed(...) from the exception (from pydantic_ai import ToolFailed): the "
+    "model gets the failure and the guard counts it, typed by its cause",
+)
+_PLAIN_LOG = logging.getLogger("tool_failure_guard.integrations.pydantic_ai")
+
+
 class GuardedRun:
     """The protection state of one run and what it has seen."""
 
@@ -86,8 +97,13 @@ class GuardedRun:
         invalid_params_limit: int | None = None,
         answered: Iterable[str | AnsweredCall] = (),
         keep_actions: bool = False,
+        plain_exception_warning: WarnOnce | None = None,
     ) -> None:
         self.mode = mode
+        #: the capability's (shared by its runs): one warning per adapter instance
+        self._plain_exception_warning = (
+            plain_exception_warning if plain_exception_warning is not None else WarnOnce()
+        )
         self.tool_call_cap = tool_call_cap
         self.tool_calls = 0
         self.prompt_id = prompt_id
@@ -164,6 +180,10 @@ class GuardedRun:
                 call.call_id: tools.get(call.name, (None, "native")) for call in admission.calls
             },
         )
+
+    def plain_exception(self, tool: str, exception: str) -> None:
+        """A tool raised ``exception``, which pydantic-ai answers by ending the run."""
+        self._plain_exception_warning.warn(_PLAIN_LOG, PLAIN_EXCEPTION_WARNING, tool, exception)
 
     def is_provider_duplicate(self, call_id: str | None) -> bool:
         """``call_id`` is a replay the run answers without running it (warn, enforce)."""
