@@ -50,8 +50,12 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, module_name in SUBCOMMANDS.items():
         # argparse lists a subcommand in the help only when it is given ``help``
-        listed = {} if name in HIDDEN else {"help": _HELP[name]}
-        sub = commands.add_parser(name, description=_HELP[name], allow_abbrev=False, **listed)
+        if name in HIDDEN:
+            sub = commands.add_parser(name, description=_HELP[name], allow_abbrev=False)
+        else:
+            sub = commands.add_parser(
+                name, help=_HELP[name], description=_HELP[name], allow_abbrev=False
+            )
         sub.set_defaults(_module=module_name)
         _module(module_name).configure(sub)
     return parser
