@@ -136,3 +136,27 @@ def test_the_own_loop_example_says_which_extra_it_needs() -> None:
     text = (ROOT / "examples" / "own_loop.py").read_text(encoding="utf-8")
     doc = text.split('"""')[1]
     assert "[agent]" in doc or "[openai]" in doc
+
+
+def test_the_benchmarks_live_beside_the_tests_not_in_the_package() -> None:
+    """Issue 34, item 7: ``make bench`` runs ``python -m benches``; users install none of it."""
+    import tomllib
+
+    assert sorted((ROOT / "tool_failure_guard").rglob("bench*.py")) == []
+    assert "bench" not in SUBCOMMANDS
+    assert (ROOT / "benches" / "__init__.py").is_file()
+    assert (ROOT / "benches" / "__main__.py").is_file()
+    found = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"][
+        "setuptools"
+    ]["packages"]["find"]
+    assert found["include"] == ["tool_failure_guard*"]
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    assert "$(BIN)/python -m benches\n" in makefile
+    assert "$(BIN)/python -m benches.rollout\n" in makefile
+
+
+def test_python_m_benches_refuses_a_bad_count(capsys: pytest.CaptureFixture[str]) -> None:
+    from benches.__main__ import main as bench_main
+
+    assert bench_main(["--batches", "0"]) == 2
+    assert "--batches and --rounds must be positive" in capsys.readouterr().err
