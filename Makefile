@@ -71,7 +71,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 
 typecheck: $(STAMP)
-	$(BIN)/mypy --strict -p tool_failure_guard
+	$(BIN)/mypy --strict -p tool_failure_guard -p benches
 
 unit: $(STAMP) $(MCP_STAMP) $(CLIENTS_STAMP) $(AGENTS_STAMP)
 	$(BIN)/pytest
@@ -81,15 +81,15 @@ test: lint typecheck $(STAMP) $(MCP_STAMP) $(CLIENTS_STAMP) $(AGENTS_STAMP)
 	$(BIN)/pytest
 
 bench: $(STAMP)
-	$(BIN)/tool-failure-guard bench
-	$(BIN)/python -m tool_failure_guard.rollout.bench
+	$(BIN)/python -m benches
+	$(BIN)/python -m benches.rollout
 	$(BIN)/python -m benches.hooks
 
 # How the rollout analysis's cost grows, 100k -> 1M prompts (docs/rollout.md section 8):
 # DuckDB only and one repetition by default, since 1M prompts are 4.7 GB of OTLP JSON.
 GROWTH_ARGS ?= --prompts 100000,1000000 --repeat 1 --skip-clickhouse --skip-simulate
 bench-growth: $(STAMP)
-	$(BIN)/python -m tool_failure_guard.rollout.bench $(GROWTH_ARGS)
+	$(BIN)/python -m benches.rollout $(GROWTH_ARGS)
 
 # The real-model evaluation (docs/evaluation.md): not part of `make test`. Set-up is cached
 # outside the repository; OPENAI_BASE_URL + TFG_EVAL_MODEL point it at your own server.

@@ -2,7 +2,7 @@
 
 Runs against any OpenAI-compatible chat-completions endpoint::
 
-    pip install 'tool-failure-guard[openai-agents]'
+    pip install -e '.[openai-agents]'
     OPENAI_BASE_URL=http://127.0.0.1:8000/v1 OPENAI_API_KEY=... \\
         python examples/openai_agents_agent.py --model my-model --mode enforce \\
         "Summarise the file TODO.md"

@@ -1,6 +1,8 @@
 """Use the guard in your own loop: the protection core around a plain chat-completions loop.
 
-Any OpenAI-compatible endpoint, with the official ``openai`` SDK::
+Needs the official ``openai`` SDK beside the lean package: the ``agent`` extra brings it
+(from a checkout, ``pip install -e '.[agent]'``), or ``pip install openai``.  Any
+OpenAI-compatible endpoint::
 
     OPENAI_BASE_URL=http://localhost:11434/v1 OPENAI_API_KEY=ollama \\
         python examples/own_loop.py --model qwen2.5 --mode warn --workspace . "Read notes.txt"

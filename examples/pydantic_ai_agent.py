@@ -1,7 +1,7 @@
 """A pydantic-ai agent with the repeated tool-call protection: one capability.
 
-Any OpenAI-compatible chat-completions endpoint (``pip install
-'tool-failure-guard[pydantic-ai]'``)::
+Any OpenAI-compatible chat-completions endpoint (from a clone, ``pip install -e
+'.[pydantic-ai]'``)::
 
     OPENAI_BASE_URL=http://localhost:11434/v1 OPENAI_API_KEY=ollama \\
         python examples/pydantic_ai_agent.py --model qwen2.5 --mode warn "Read notes.txt"

@@ -24,6 +24,9 @@ object with:
 - ``name``: the host's name (``"acp"``);
 - ``capabilities``: a frozenset of :data:`CAPABILITIES` the host supports
   (scenarios that need one the host lacks are not generated for it);
+- ``limits_follow_mode`` (optional, default False): the host's protections beside the
+  guard follow the mode and its limits are off by default (the framework adapters);
+  a scenario's ``framework_decisions`` / ``framework_stops`` apply to it;
 - ``run(scenario, mode, *, base_url, workspace, scratch) -> HostOutcome``: run
   ONE run (one prompt ``go``) of the host against the model server at
   ``base_url`` (OpenAI-compatible; API key ``sk-test-key``, model
@@ -138,6 +141,20 @@ class Scenario:
     needs: frozenset[str] = frozenset()
     files: Mapping[str, str] = attrs.field(factory=lambda: {"notes.txt": "hello\n"})
     final_text: str = "Done."
+    #: where a host's protections follow the mode (the framework adapters, their limits at
+    #: their defaults: ``limits_follow_mode`` on the driver), its own decisions and stops
+    framework_decisions: Mapping[GuardMode, tuple[str, ...]] | None = None
+    framework_stops: Mapping[GuardMode, tuple[int, str]] | None = None
+
+    def for_host(self, limits_follow_mode: bool) -> Scenario:
+        """This scenario as a host whose limits do (or do not) follow the mode must show it."""
+        if not limits_follow_mode:
+            return self
+        return attrs.evolve(
+            self,
+            decisions=self.framework_decisions or self.decisions,
+            stops=self.framework_stops if self.framework_stops is not None else self.stops,
+        )
 
     def call_ids(self, batch: int) -> list[str]:
         """The call ids of 1-based ``batch``."""
@@ -225,6 +242,10 @@ SCENARIOS: tuple[Scenario, ...] = (
             OFF: (2, LOOP_INVALID_TOOL_PARAMS),
             ENFORCE: (2, LOOP_INVALID_TOOL_PARAMS),
         },
+        # inside a framework the invalid-parameter stop is an option, off by default
+        # (issue 34): the run goes on, and off changes nothing
+        framework_decisions={OFF: ("none", "none", "none"), ENFORCE: ("none", "none", "tracked")},
+        framework_stops={},
     ),
     Scenario(
         name="a_cancelled_call_is_never_counted",

@@ -17,6 +17,10 @@ import contextlib
 import inspect
 import io
 import re
+import shlex
+import shutil
+import subprocess
+import sys
 import tomllib
 from collections.abc import Callable
 from pathlib import Path
@@ -39,19 +43,65 @@ def run_snippet(text: str, namespace: dict[str, Any]) -> dict[str, Any]:
     return namespace
 
 
-def check_pip_install(text: str) -> None:
-    """Every ``pip install`` names this project; every ``[extra]`` it names is pyproject's."""
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
-    extras = set(project["optional-dependencies"])
-    lines = [line for line in text.splitlines() if line.strip()]
-    assert lines and all(line.startswith("pip install ") for line in lines)
-    for line in lines:
-        command = line.split("#")[0].split()[2]
-        name = command.strip("'").split("[")[0]
-        assert name == project["name"], line
+#: What a build of the project reads from the checkout (caches and node_modules stay out).
+SOURCES = ("pyproject.toml", "README.md", "tool_failure_guard")
+
+
+def check_pip_install(text: str, tmp_path: Path) -> None:
+    """Each line installs this checkout (``.``) with extras of pyproject, and pip takes it.
+
+    The package is not on PyPI: the install that works is from the clone.  Each line runs
+    as written in a copy of the checkout's sources, as a dry run of the real pip with no
+    index (every requirement is already here), which must resolve and name the project.
+    """
+    extras = set(
+        tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"][
+            "optional-dependencies"
+        ]
+    )
+    lines = [line.split("#")[0].strip() for line in text.splitlines() if line.strip()]
+    form = re.compile(r"pip install (-e )?'\.(\[[a-z,-]+\])?'")
+    assert lines and all(form.fullmatch(line) for line in lines), lines
     named = set(re.findall(r"\[([a-z-]+)\]", text))
     assert named - extras == set(), f"extras not in pyproject.toml: {named - extras}"
     assert {"pydantic-ai", "langchain", "openai-agents"} <= named
+    source = tmp_path / "clone"
+    source.mkdir()
+    for name in SOURCES:
+        path = ROOT / name
+        if path.is_dir():
+            shutil.copytree(path, source / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(path, source / name)
+    for line in lines:
+        argv = shlex.split(line)[2:]
+        done = subprocess.run(
+            [sys.executable, "-m", "pip", "install", "--dry-run", "--no-index",
+             "--no-build-isolation", "--disable-pip-version-check", *argv],
+            cwd=source, capture_output=True, text=True, timeout=300, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, (line, done.stderr[-3000:])
+        assert "Would install tool-failure-guard" in done.stdout, (line, done.stdout[-2000:])
+        assert "does not provide the extra" not in done.stderr, (line, done.stderr)
+
+
+def check_first_agent(text: str, tmp_path: Path) -> None:
+    """The complete agent runs as written, as a script, and shows what the README says."""
+    script = tmp_path / "first_agent.py"
+    script.write_text(text, encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, str(script)],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.splitlines() == [
+        f"{LOOP_TYPE} FailureKey(policy_tool_name='read_file', "
+        "execution_error_type='file_not_found')",
+        "('tracked', 'warn', 'stop')",
+    ]
+    assert "injected the reminder at batch 2" in done.stderr
+    assert "stopped the run at batch 3" in done.stderr
+    assert "Traceback" not in done.stderr
 
 
 def looping(run: Callable[[str], dict[str, Any]]) -> tuple[FakeOpenAI, dict[str, Any]]:

@@ -9,9 +9,9 @@ import logging
 
 import pytest
 
-from tool_failure_guard.commands.bench_corpus import build_corpus
-from tool_failure_guard.commands.bench_logging import guard_records_held
-from tool_failure_guard.commands.bench_yardstick import YardstickReducer, yardstick_agrees
+from benches.corpus import build_corpus
+from benches.logging_cost import guard_records_held
+from benches.yardstick import YardstickReducer, yardstick_agrees
 from tool_failure_guard.guard import (
     BatchReceipt,
     Decision,

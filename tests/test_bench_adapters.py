@@ -11,10 +11,10 @@ import math
 import httpx
 import pytest
 
-from tool_failure_guard.commands import bench_adapters
-from tool_failure_guard.commands.bench_adapters import FRAMEWORKS, GUARDED, TRANSPORTS, VARIANTS
-from tool_failure_guard.commands.bench_hosts import HOSTS
-from tool_failure_guard.commands.bench_wire import CALLS, FINAL_TEXT, model_name, serve
+from benches import adapters as bench_adapters
+from benches.adapters import FRAMEWORKS, GUARDED, TRANSPORTS, VARIANTS
+from benches.hosts import HOSTS
+from benches.wire import CALLS, FINAL_TEXT, model_name, serve
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)

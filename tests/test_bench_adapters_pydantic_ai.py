@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from tool_failure_guard.commands.bench_adapters_pydantic_ai import ATTACHMENTS, _runner, main
+from benches.adapters_pydantic_ai import ATTACHMENTS, _runner, main
 
 
 @pytest.mark.parametrize("attachment", list(ATTACHMENTS))

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import tool_failure_guard
-from tool_failure_guard.commands.bench_startup import FIRST_USE
+from benches.startup import FIRST_USE
 from tool_failure_guard.guard import GUARD_MODE_ENV_VAR, GuardMode
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -62,7 +62,8 @@ CASES = [
 def test_the_host_behaves_as_every_host_must(
     driver: HostDriver, scenario: Scenario, mode: GuardMode, tmp_path: Path
 ) -> None:
-    check(scenario, mode, run_host(driver, scenario, mode, tmp_path))
+    expected = scenario.for_host(getattr(driver, "limits_follow_mode", False))
+    check(expected, mode, run_host(driver, scenario, mode, tmp_path))
 
 
 @pytest.mark.parametrize("driver", DRIVERS, ids=lambda d: d.name)

@@ -11,7 +11,7 @@ SESSION = "tool_failure_guard.session"
 
 #: The house: each room of the package (a subpackage, or a module at the package's root) on
 #: its floor.  A room imports rooms of its own floor or below, never above (type-only and
-#: function-level imports included).  README "Layout" is the long form.
+#: function-level imports included).  docs/design.md "Where things live" is the long form.
 FLOORS: dict[str, int] = {
     # sans-IO: the chart, the guard, the host-neutral core
     "statecharts": 0,

@@ -163,6 +163,11 @@ def test_a_guard_that_observes_nothing_says_so_during_the_run(workspace: Path) -
     assert not any(isinstance(m, SystemMessage) for m in state["messages"])
 
 
+def invalid_params_stop() -> RepeatedToolFailureMiddleware:
+    """An enforcing guard with the invalid-parameter stop set (off by default)."""
+    return RepeatedToolFailureMiddleware(mode="enforce", on_stop="end", invalid_params_limit=3)
+
+
 @pytest.mark.parametrize("with_ids", [True, False], ids=["ids", "id-less"])
 def test_calls_whose_arguments_are_not_json_are_settled_at_admission(
     with_ids: bool, workspace: Path
@@ -170,7 +175,7 @@ def test_calls_whose_arguments_are_not_json_are_settled_at_admission(
     """The ``AIMessage``'s ``invalid_tool_calls`` never reach the tools node."""
     batch: list[tuple[str, Any]] = [("read_file", '{"path": '), LIST_OK]
     answers = replies(batch, batch, batch) if with_ids else id_less(batch, batch, batch)
-    ran = guarded_run(answers, behaviour_tools(workspace))
+    ran = guarded_run(answers, behaviour_tools(workspace), guard=invalid_params_stop())
     assert ran.stop is not None and ran.stop.loop_type == LOOP_INVALID_TOOL_PARAMS
     assert (ran.report.batches, ran.report.tool_calls, ran.report.observed) == (3, 6, 6)
 

@@ -7,7 +7,7 @@ multiple of the bare run's.  The structural fact tested here: after a
 guarded run, the collector finds no unreachable object of the guard's own --
 no frame of its code, none of its functions or closures, no instance of its
 classes, no traceback through its frames, no exception it kept.  Measured on
-the in-process bench agent (:mod:`tool_failure_guard.commands.bench_hosts`:
+the in-process bench agent (:mod:`benches.hosts`:
 ``ToolException`` answered by the tool's own ``handle_tool_error``) and on
 the real wire with tools whose plain exceptions a middleware answers.
 """
@@ -28,7 +28,7 @@ from langchain_harness import replies
 from openai_server import FakeOpenAI, serve
 
 import tool_failure_guard
-from tool_failure_guard.commands import bench_hosts
+from benches import hosts as bench_hosts
 from tool_failure_guard.integrations.langchain import RepeatedToolFailureMiddleware
 from tool_failure_guard.integrations.langchain._observe import Probe
 from tool_failure_guard.integrations.langchain._outcomes import Attempt

@@ -151,10 +151,10 @@ def test_calls_past_the_tool_call_cap_never_run_and_the_cap_stops_the_run() -> N
         return "noted"
 
     batch = [("note", {"text": f"n{i}"}) for i in range(4)]
-    guard = RepeatedToolFailureMiddleware(mode="shadow", tool_call_cap=5)
+    guard = RepeatedToolFailureMiddleware(mode="enforce", tool_call_cap=5)
     with serve(FakeOpenAI(replies(batch, batch, batch))) as fake:
         agent = make_agent(fake.base_url, [StructuredTool.from_function(note)], guard)
-        with pytest.raises(ProtectionStopped) as raised:  # the cap stops in every mode
+        with pytest.raises(ProtectionStopped) as raised:  # the cap, when set, stops in enforce
             run(agent, "go")
         requests = len(fake.requests)
     assert raised.value.loop_type == LOOP_TOOL_CALL_CAP and raised.value.key is None

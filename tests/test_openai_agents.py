@@ -185,7 +185,9 @@ def test_invalid_arguments_are_never_counted_by_the_guard() -> None:
     harness = Harness()
     fake = FakeOpenAI(failing(args="{not json"))
     with serve(fake):
-        runner = GuardedRunner(mode="enforce", telemetry=harness.sink, on_stop="end")
+        runner = GuardedRunner(
+            mode="enforce", telemetry=harness.sink, on_stop="end", invalid_params_limit=3
+        )
         result = run(runner, make_agent(fake.base_url, [read_file]), "go")
     stop = GuardedRunner.stop_of(result)
     # The invalid-parameter protection stops it (three not_started calls), never this guard.
@@ -204,7 +206,7 @@ def test_an_unknown_tool_is_not_started_when_the_sdk_answers_the_model() -> None
     fake = FakeOpenAI(failing("no_such_tool", {"x": 1}))
     config = run_config(tool_not_found_behavior="return_error_to_model")
     with serve(fake):
-        runner = GuardedRunner(mode="enforce", telemetry=harness.sink)
+        runner = GuardedRunner(mode="enforce", telemetry=harness.sink, invalid_params_limit=3)
         # No function-tool result: the SDK skips tool_use_behavior, so the stop is raised
         # before the next request (typed), with the settled items attached.
         with pytest.raises(ProtectionStopped) as raised:

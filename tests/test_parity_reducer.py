@@ -25,7 +25,7 @@ from qwen_original import require_qwen
 from qwen_reducer import OriginalReducer
 from test_model_check import ALPHABET
 
-from tool_failure_guard.commands.bench_corpus import build_corpus
+from benches.corpus import build_corpus
 from tool_failure_guard.guard import (
     INELIGIBLE_RESET_REASON_PRECEDENCE,
     REPEATED_TOOL_FAILURE_BATCH_THRESHOLD,

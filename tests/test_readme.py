@@ -13,9 +13,10 @@ below that runs the block as written, with only these substitutions:
   download happens (the version is checked against the pinned one);
 * ``acpx`` is the pinned one from ``.clients/``.
 
-The first screen's ``pip install`` lines and framework snippets are checked by
-:mod:`readme_frameworks` (each snippet's free names bound to its framework's
-real model on the fake server).
+The first screen's ``pip install`` line (a dry run of the real pip in a copy of the
+checkout), its complete first agent (run as a script) and framework snippets are
+checked by :mod:`readme_frameworks` (each snippet's free names bound to its
+framework's real model on the fake server).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from e2e_helpers import run
 from mcp_servers import FILESYSTEM, require_real_servers
 from openai_server import FakeOpenAI, Reply, call, serve
 from readme_frameworks import (
+    check_first_agent,
     check_langchain,
     check_openai_agents,
     check_pip_install,
@@ -58,6 +60,7 @@ NEEDS_A_REAL_MODEL = "real-model-server"
 GROUPS: tuple[tuple[str, ...], ...] = (
     ("make",),
     ("pip-install",),
+    ("first-agent",),
     ("pydantic-ai",),
     ("langchain",),
     ("openai-agents",),
@@ -215,8 +218,12 @@ def test_make_block() -> None:
         assert step in plan.stdout
 
 
-def test_pip_install_block() -> None:
-    check_pip_install(block("pip-install"))
+def test_pip_install_block(tmp_path: Path) -> None:
+    check_pip_install(block("pip-install"), tmp_path)
+
+
+def test_first_agent_block(tmp_path: Path) -> None:
+    check_first_agent(block("first-agent"), tmp_path)
 
 
 def test_pydantic_ai_block(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

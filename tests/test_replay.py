@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tool_failure_guard.commands.bench_corpus import build_corpus, wire_lines
+from benches.corpus import build_corpus, wire_lines
 from tool_failure_guard.commands.cli import main
 from tool_failure_guard.commands.replay import decision_record, parse_batch, replay
 from tool_failure_guard.guard import GuardMode, RepeatedToolFailureGuard

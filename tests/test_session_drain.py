@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from acp.exceptions import RequestError
 
+from tool_failure_guard.session.config.declared_boundary import BoundaryKind
 from tool_failure_guard.session.pipeline.drain import (
     DRAIN_METHOD,
     DrainAnswer,
@@ -140,6 +141,39 @@ def test_without_the_drain_method_every_boundary_is_unreliable_and_push_still_wo
     assert [r.messages for r in results] == [(), ("steer",), ()]
     assert boundary.pull_disabled and not boundary.drain_supported
     assert len(host.requests) == 1  # never asked again
+
+
+def test_a_client_without_the_drain_gets_one_warning_naming_the_reason_and_the_fix(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async def go() -> None:
+        host = Host([RequestError.method_not_found("_" + DRAIN_METHOD)])
+        boundary = MidTurnInput("s1", host.ext)
+        for _ in range(3):  # three prompts, one warning
+            boundary.start_prompt()
+            await boundary.drain(watch_queued_prompt=True)
+            await boundary.drain(watch_queued_prompt=True)
+
+    with caplog.at_level(logging.WARNING, logger="session.drain"):
+        asyncio.run(go())
+    (warning,) = caplog.records
+    assert warning.levelno == logging.WARNING
+    text = warning.getMessage()
+    assert "session s1" in text and "method not found" in text
+    assert "can never remind or stop" in text
+    assert "TOOL_FAILURE_GUARD_INPUT_BOUNDARY=prompt-only" in text
+
+
+def test_a_declared_prompt_only_client_gets_no_warning(caplog: pytest.LogCaptureFixture) -> None:
+    async def go() -> None:
+        host = Host([RequestError.method_not_found("_" + DRAIN_METHOD)])
+        boundary = MidTurnInput("s1", host.ext, declared=BoundaryKind.PROMPT_ONLY)
+        boundary.start_prompt()
+        await boundary.drain(watch_queued_prompt=True)
+
+    with caplog.at_level(logging.WARNING, logger="session.drain"):
+        asyncio.run(go())
+    assert caplog.records == []
 
 
 def test_no_client_means_no_drain_support_from_the_first_prompt() -> None:

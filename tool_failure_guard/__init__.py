@@ -9,7 +9,7 @@ rest of the library it needs), and the very object of that module kept here, so
 later uses are plain attribute reads.  ``from tool_failure_guard import X`` and
 ``import *`` work as for any module; type checkers read the imports below.
 It never loads ACP, OpenAI, MCP or DuckDB code.
-The command line (``tool-failure-guard``: replay, render, bench, agent, demo)
+The command line (``tool-failure-guard``: replay, render, agent, demo, ...)
 lives in :mod:`tool_failure_guard.commands.cli` and is imported only when run
 (``tool-failure-guard --version`` prints ``__version__``, the installed distribution's).
 """

@@ -142,6 +142,7 @@ class LangChainDriver:
 
     name = "langchain"
     capabilities: frozenset[str] = frozenset()
+    limits_follow_mode = True
 
     def run(
         self, scenario: Scenario, mode: GuardMode, *, base_url: str, workspace: Path, scratch: Path

@@ -113,6 +113,7 @@ class OpenAIAgentsDriver:
     name = "openai_agents"
     #: ``write_file`` is cancelled while it runs (the tool's task sees CancelledError).
     capabilities = frozenset({"cancel_call"})
+    limits_follow_mode = True
 
     def run(
         self, scenario: Scenario, mode: GuardMode, *, base_url: str, workspace: Path, scratch: Path

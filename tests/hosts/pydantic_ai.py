@@ -119,6 +119,7 @@ def kept_call_ids(messages: list[Any]) -> frozenset[str]:
 class PydanticAiDriver:
     name = "pydantic_ai"
     capabilities = frozenset({"cancel_call", "cancel_run"})
+    limits_follow_mode = True
 
     def run(
         self, scenario: Scenario, mode: GuardMode, *, base_url: str, workspace: Path, scratch: Path

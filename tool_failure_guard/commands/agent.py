@@ -267,7 +267,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         telemetry = build_telemetry(args.telemetry)
     except ValueError as exc:
-        print(f"tool-failure-guard agent: {exc}", file=sys.stderr)
+        print(f"tool-failure-guard agent: --telemetry {args.telemetry}: {exc}", file=sys.stderr)
         return 2
     config = AgentConfig(
         model_factory=lambda: ScriptedModel(scenario),

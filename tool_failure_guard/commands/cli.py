@@ -18,11 +18,13 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from types import ModuleType
 
+#: Subcommands run but not listed in ``--help``: developer tools for a checkout of the project.
+HIDDEN: frozenset[str] = frozenset({"render"})
+
 #: subcommand -> its module (in this room, :mod:`tool_failure_guard.commands`)
 SUBCOMMANDS: dict[str, str] = {
     "replay": "tool_failure_guard.commands.replay",
     "render": "tool_failure_guard.commands.render",
-    "bench": "tool_failure_guard.commands.bench",
     "agent": "tool_failure_guard.commands.agent",
     "demo": "tool_failure_guard.commands.demo",
     "rollout": "tool_failure_guard.commands.rollout",
@@ -32,8 +34,8 @@ SUBCOMMANDS: dict[str, str] = {
 
 _HELP = {
     "replay": "reduce JSON Lines batch receipts through the guard and print its decisions",
-    "render": "write diagrams/ from the statechart class (or --check they are current)",
-    "bench": "measure the guard's per-batch cost against the python-statemachine engine",
+    # a developer command (it rewrites a checkout's diagrams/): left out of the user's help
+    "render": "developer command, in a checkout: write diagrams/ from the statechart class",
     "agent": "serve the guarded ACP agent on stdio",
     "demo": "run the built-in failing-loop scenario in shadow, warn and enforce",
     "rollout": "rollout evidence: check invariants, judge gates, assign owners, simulate a fleet",
@@ -49,12 +51,19 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = argparse.ArgumentParser(
         prog="tool-failure-guard",
-        description="ACP repeated tool-call protection.",
+        description="Stops AI agents from burning turns on a tool that keeps failing.",
+        allow_abbrev=False,  # `--mod enforce` is no `--mode enforce`
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {installed_version()}")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, module_name in SUBCOMMANDS.items():
-        sub = commands.add_parser(name, help=_HELP[name], description=_HELP[name])
+        # argparse lists a subcommand in the help only when it is given ``help``
+        if name in HIDDEN:
+            sub = commands.add_parser(name, description=_HELP[name], allow_abbrev=False)
+        else:
+            sub = commands.add_parser(
+                name, help=_HELP[name], description=_HELP[name], allow_abbrev=False
+            )
         sub.set_defaults(_module=module_name)
         _module(module_name).configure(sub)
     return parser
@@ -74,7 +83,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         handled = handle_main(words[1:])
         if handled is not None:
             return handled
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:  # no command: the help, not an error
+        parser.print_help()
+        return 0
     module = _module(args._module)
     try:
         status: int = module.run(args)

@@ -245,8 +245,21 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def is_checkout(root: Path) -> bool:
+    """``root`` holds what render rewrites in: a checkout's docs/design.md."""
+    return (root / "docs" / "design.md").is_file()
+
+
 def run(args: argparse.Namespace) -> int:
     root: Path = args.root
+    if not is_checkout(root):
+        print(
+            f"render: {root} is not a checkout of tool-failure-guard (no docs/design.md "
+            "there): render is a developer command that rewrites a checkout's diagrams/ and "
+            "docs/design.md; run it at the checkout's root or pass --root CHECKOUT",
+            file=sys.stderr,
+        )
+        return 2
     try:
         files = expected_files(root)
     except (OSError, ValueError) as exc:

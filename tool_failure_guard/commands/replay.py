@@ -35,6 +35,7 @@ import json.encoder
 import sys
 from collections import Counter
 from collections.abc import Iterable
+from pathlib import Path
 from typing import IO, Any
 
 from tool_failure_guard.commands.replay_input import (
@@ -187,6 +188,20 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _transcript_kind(file: str) -> str | None:
+    """The kind of agent transcript ``file`` is (an importer claims it), or None."""
+    if file == "-":
+        return None
+    from tool_failure_guard.transcripts.importers import importer
+    from tool_failure_guard.transcripts.model import TranscriptError
+    from tool_failure_guard.transcripts.walk import available_kinds, sniff
+
+    try:
+        return sniff(Path(file), [(kind, importer(kind)) for kind in available_kinds()])
+    except (TranscriptError, OSError, ValueError):
+        return None
+
+
 def run(args: argparse.Namespace) -> int:
     summary: Counter[tuple[str, str | None]] | None = Counter() if args.summary else None
     try:
@@ -212,6 +227,13 @@ def run(args: argparse.Namespace) -> int:
     except ReplayError as exc:
         sys.stdout.flush()
         print(str(exc), file=sys.stderr)
+        kind = _transcript_kind(args.file)
+        if kind is not None:
+            print(
+                f"replay: {args.file} is a {kind} transcript, not batch receipts: "
+                f"read it with `tool-failure-guard transcripts {args.file}`",
+                file=sys.stderr,
+            )
         return 2
     finally:
         sys.stdout.flush()

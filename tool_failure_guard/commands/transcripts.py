@@ -19,7 +19,10 @@ HELP = "what the guard and peers' loop rules would have done on agents' own sess
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    from tool_failure_guard.transcripts.importers import IMPORTERS
+    from tool_failure_guard.transcripts.importers import IMPORTERS, where_logs_live
+
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = where_logs_live()
 
     parser.add_argument("paths", nargs="+", metavar="PATH", help="transcript files or directories")
     parser.add_argument("--kind", choices=sorted(IMPORTERS), help="read every file as this kind")
@@ -29,7 +32,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="also print error texts and argument fingerprints (never printed otherwise)",
     )
-    parser.add_argument("--plot", type=Path, metavar="PNG", help="write a plot (needs [eval])")
+    parser.add_argument(
+        "--plot", type=Path, metavar="PNG", help="write a plot (needs the [plot] extra: matplotlib)"
+    )
     progress = parser.add_mutually_exclusive_group()
     progress.add_argument(
         "--progress", action="store_true", default=None, help="always show progress"

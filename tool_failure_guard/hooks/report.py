@@ -23,8 +23,8 @@ from tool_failure_guard.telemetry.sink import GuardTelemetry, OpenTelemetrySink
 
 LOGGER: Final = logging.getLogger("tool_failure_guard.hooks")
 #: The prompt record's ``tool_call_cap`` of a hook host, which has none (the CLI runs its own
-#: loop): the largest 32-bit count, so no prompt ever reads as having reached it.
-NO_TOOL_CALL_CAP: Final = 2**31 - 1
+#: loop): 0, the record's "no cap", as for an adapter's ``tool_call_cap=None``.
+NO_TOOL_CALL_CAP: Final = 0
 
 
 def report_event(

@@ -6,11 +6,11 @@ adapter re-implements a rule.  Each lives behind its own optional extra and is
 never imported by the agent, the core or :mod:`tool_failure_guard` itself:
 
 - ``tool_failure_guard.integrations.pydantic_ai`` (``pip install
-  'tool-failure-guard[pydantic-ai]'``): ``RepeatedToolFailureCapability``.
+  -e '.[pydantic-ai]'``, from a clone): ``RepeatedToolFailureCapability``.
 - ``tool_failure_guard.integrations.openai_agents`` (``pip install
-  'tool-failure-guard[openai-agents]'``): ``GuardedRunner``.
+  -e '.[openai-agents]'``, from a clone): ``GuardedRunner``.
 - ``tool_failure_guard.integrations.langchain`` (``pip install
-  'tool-failure-guard[langchain]'``): ``RepeatedToolFailureMiddleware``.
+  -e '.[langchain]'``, from a clone): ``RepeatedToolFailureMiddleware``.
 
 ``docs/integrations.md`` has one section per framework, with its outcome table.
 """

@@ -3,8 +3,9 @@
 A developer who moves an agent from one framework to another keeps the same
 vocabulary: ``stop_of(result)`` and ``report_of(result)`` answer with the
 values below in all three adapters, every adapter takes the same constructor
-parameters (``mode``, ``telemetry``, ``on_stop``, ``tool_call_cap``), and a
-stopped run ends in the framework's own idiom for a limit:
+parameters (``mode``, ``telemetry``, ``on_stop``, ``tool_call_cap``,
+``invalid_params_limit``), and a stopped run ends in the framework's own idiom for
+a limit:
 
 - ``on_stop="error"`` (the default, type-safe whatever the agent's output type):
   the run raises the adapter's :class:`ProtectionStopped` subclass, which also
@@ -14,18 +15,33 @@ stopped run ends in the framework's own idiom for a limit:
 - ``on_stop="end"``: the run ends normally with the stop text as its final
   answer, where a text answer is type-correct for that agent.
 
+Inside a framework, which has its own limits, the mode governs every protection
+(``limits_follow_mode``, :func:`protection_for_run`): ``off`` changes nothing,
+``shadow`` changes nothing a run does and reports what each protection would have
+done (:attr:`RunReport.would_stop_loop_type`), and only ``warn``/``enforce`` act.
+The tool-call cap and the invalid-parameter stop are off (None) unless the
+application sets them: each framework counts turns and retries itself
+(docs/integrations.md, "compared with the built-in limits").
+
 Nothing here decides: these are the host-side values of what
 :mod:`tool_failure_guard.core` already decided.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import threading
 from typing import Literal, TypeAlias
 
 import attrs
 
-from tool_failure_guard.core import LOOP_REPEATED_TOOL_FAILURE, PromptProtection, Stop
+from tool_failure_guard.core import (
+    LOOP_REPEATED_TOOL_FAILURE,
+    CallIdDeduplicator,
+    PromptProtection,
+    Stop,
+)
 from tool_failure_guard.guard import DecisionKind, FailureKey, GuardMode
 
 #: How a stopped run ends: raise the adapter's error, or end with the stop text.
@@ -35,6 +51,48 @@ STOP_BEHAVIOURS: tuple[StopBehaviour, ...] = ("error", "end")
 #: The logger of the records an application sees without configuring telemetry:
 #: one at a run's first would-warn/warn and one at its first would-stop/stop.
 LOGGER_NAME = "tool_failure_guard"
+
+
+#: The modes in which an adapter's protections act (stop a run, hold a call back).
+ACTING_MODES: frozenset[GuardMode] = frozenset({GuardMode.WARN, GuardMode.ENFORCE})
+
+
+def limit_option(name: str, value: object) -> int | None:
+    """``value`` when it is None (the protection is off) or an int of at least 1.
+
+    Else a :class:`ValueError` naming ``name`` and the bound (a bool is no count).
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be None (off) or an int of at least 1; got {value!r}")
+    return value
+
+
+def protection_for_run(
+    mode: GuardMode,
+    *,
+    tool_call_cap: int | None,
+    invalid_params_limit: int | None,
+    dedup: CallIdDeduplicator | None = None,
+) -> PromptProtection:
+    """The core of one framework run: every protection follows the mode."""
+    return PromptProtection(
+        mode,
+        dedup=dedup,
+        tool_call_cap=tool_call_cap,
+        invalid_params_limit=invalid_params_limit,
+        limits_follow_mode=True,
+    )
+
+
+def holds_back_replays(mode: GuardMode) -> bool:
+    """Whether a provider replay (an answered call id sent again) is answered, not run.
+
+    Only where protections act: in ``off`` and ``shadow`` the replayed call runs as the
+    framework would run it without the guard, so the run is the same.
+    """
+    return mode in ACTING_MODES
 
 
 def stop_behaviour(value: object) -> StopBehaviour:
@@ -80,7 +138,10 @@ class RunReport:
 
     ``decisions`` holds the guard decision kind of every batch it reduced, in
     order (empty in ``off``); ``stop`` is set only when the run was stopped
-    (``enforce``); shadow's would-be actions are read from ``decisions``.
+    (``warn``/``enforce``); shadow's would-be actions are read from ``decisions``
+    and ``would_stop_loop_type``: the loop type of the first stop a protection
+    decided but the mode held back (the guard's would-stop in shadow/warn, the
+    tool-call cap or the invalid-parameter stop in shadow).
     """
 
     mode: GuardMode
@@ -89,6 +150,7 @@ class RunReport:
     tool_calls: int
     observed: int  #: call outcomes the adapter saw
     stop: GuardStop | None
+    would_stop_loop_type: str | None = None
 
     @property
     def reminded(self) -> bool:
@@ -107,7 +169,29 @@ class RunReport:
             DecisionKind.WOULD_STOP in self.decisions
             or DecisionKind.STOP in self.decisions
             or self.stop is not None
+            or self.would_stop_loop_type is not None
         )
+
+
+#: The attribute of an error that ended a guarded run which carries the run's report.
+REPORT_ATTRIBUTE = "tool_failure_guard_report"
+
+
+def attach_report(error: BaseException, report: RunReport) -> None:
+    """Keep ``report`` on ``error``, an exception that ended a guarded run.
+
+    So ``report_of(error)`` answers when the framework's own limit ended the run
+    (``UsageLimitExceeded``, ``MaxTurnsExceeded``): the shadow report is there exactly
+    when a looping run ran into the budget.  An error that refuses attributes keeps none.
+    """
+    with contextlib.suppress(AttributeError, TypeError):  # e.g. a class with __slots__
+        setattr(error, REPORT_ATTRIBUTE, report)
+
+
+def attached_report(value: object) -> RunReport | None:
+    """The report :func:`attach_report` kept on ``value``, else None."""
+    report = getattr(value, REPORT_ATTRIBUTE, None) if isinstance(value, BaseException) else None
+    return report if isinstance(report, RunReport) else None
 
 
 class ProtectionStopped(Exception):
@@ -134,6 +218,40 @@ class ProtectionStopped(Exception):
 
     def __reduce__(self) -> tuple[object, ...]:
         return (type(self), (self.stop, self.report))
+
+
+class WarnOnce:
+    """A warning an adapter instance gives once, however many runs it guards.
+
+    For what makes the guard unable to act (a tool's plain exception ending the run):
+    said once, naming the reason and the fix, never repeated per call or per run.
+    """
+
+    __slots__ = ("_given", "_lock")
+
+    def __init__(self) -> None:
+        self._given = False
+        self._lock = threading.Lock()
+
+    @property
+    def given(self) -> bool:
+        return self._given
+
+    def warn(self, logger: logging.Logger, message: str, *args: object) -> None:
+        with self._lock:
+            if self._given:
+                return
+            self._given = True
+        logger.warning(message, *args)
+
+
+def plain_exception_warning(framework: str, fix: str) -> str:
+    """The once-per-adapter warning of a tool whose plain exception ends the run."""
+    return (
+        f"tool-failure-guard ({framework}): the tool %r raised %s, which ends the "
+        f"{framework} run at the first call: the guard never sees a failure to count. "
+        f"Fix: {fix}"
+    )
 
 
 class ActionLog:

@@ -1,5 +1,5 @@
 """Rollout evidence: the shadow invariants and promotion gates, from exported telemetry.
 
-An optional package (``pip install 'tool-failure-guard[rollout]'``): the agent
+An optional package (``pip install -e '.[rollout]'``): the agent
 never imports it.  ``docs/rollout.md`` is the operator's guide.
 """

@@ -188,7 +188,7 @@ WHERE g.decision IN ('would_stop', 'stopped')
         """
 SELECT DISTINCT environment, prompt_id FROM (
     SELECT environment, prompt_id FROM prompts
-    WHERE (tool_calls >= tool_call_cap AND loop_type IS NULL
+    WHERE (tool_call_cap > 0 AND tool_calls >= tool_call_cap AND loop_type IS NULL
            AND stop_reason NOT IN ('cancelled', 'error'))
        OR (loop_type IN ('turn_tool_call_cap', 'tool_call_cap') AND tool_calls < tool_call_cap)
     UNION ALL

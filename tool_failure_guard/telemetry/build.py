@@ -80,7 +80,7 @@ def _otlp_exporter(signal: str, class_name: str) -> Any:
         module = importlib.import_module(module_name)
     except ImportError as error:
         raise TelemetryConfigurationError(
-            f"--telemetry otlp needs the package {distribution!r}, which is not installed "
+            f"telemetry 'otlp' needs the package {distribution!r}, which is not installed "
             f"(pip install {distribution})"
         ) from error
     return getattr(module, class_name)()
@@ -89,7 +89,9 @@ def _otlp_exporter(signal: str, class_name: str) -> Any:
 def build_telemetry(
     kind: str, *, product_analytics: ProductAnalytics | None = None
 ) -> GuardTelemetry:
-    """Build the sink named by ``--telemetry``.
+    """Build the sink named by ``kind`` (the values of ``agent --telemetry``).
+
+    Errors name the kind, never the command line's flag: library code calls this too.
 
     ``none`` records nothing.  ``console`` prints metrics (at each export
     interval and at exit) and log records to **stderr**: stdout carries the
@@ -102,16 +104,16 @@ def build_telemetry(
         return NullTelemetry()
     file_path = kind[len(FILE_KIND_PREFIX) :] if kind.startswith(FILE_KIND_PREFIX) else None
     if file_path is not None and not file_path:
-        raise ValueError("--telemetry file:PATH needs a path")
+        raise ValueError("telemetry 'file:PATH' needs a path")
     if file_path is None and kind not in TELEMETRY_KINDS:
-        raise ValueError(f"--telemetry {kind!r} is not one of {TELEMETRY_KINDS}")
+        raise ValueError(f"telemetry kind {kind!r} is not one of {TELEMETRY_KINDS} or 'file:PATH'")
 
     from tool_failure_guard._extras import MissingExtra, require_extra
 
     try:
         require_extra("telemetry", "opentelemetry.sdk", "google.protobuf", "opentelemetry.proto")
     except MissingExtra as missing:
-        raise TelemetryConfigurationError(f"--telemetry {kind}: {missing}") from missing
+        raise TelemetryConfigurationError(f"telemetry {kind!r}: {missing}") from missing
     from opentelemetry.sdk._logs import LoggerProvider as SdkLoggerProvider
     from opentelemetry.sdk._logs.export import (
         BatchLogRecordProcessor,
@@ -138,7 +140,7 @@ def build_telemetry(
             target = OtlpJsonFile(Path(file_path))
         except OSError as error:
             raise TelemetryConfigurationError(
-                f"--telemetry file: cannot open {file_path!r} for appending "
+                f"telemetry 'file:': cannot open {file_path!r} for appending "
                 f"({error.strerror or type(error).__name__})"
             ) from error
         metric_exporter: Any = OtlpJsonMetricExporter(target)

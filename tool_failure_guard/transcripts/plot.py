@@ -1,13 +1,14 @@
 """``transcripts --plot PATH``: where each rule fires, on succeeded / failed / unrecorded runs.
 
-matplotlib comes with the ``eval`` extra and is imported only here, only when
-a plot is asked for.
+matplotlib comes with the ``plot`` extra (also part of ``eval``) and is imported only
+here, only when a plot is asked for.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from tool_failure_guard._extras import install_hint
 from tool_failure_guard.transcripts.report import OUTCOMES, RULE_LABELS, Fleet
 
 _COLOURS = {"succeeded": "#4c9a2a", "failed": "#c0392b", "not_recorded": "#95a5a6"}
@@ -25,9 +26,7 @@ def write_plot(summary: Fleet, path: Path) -> None:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise PlotUnavailable(
-            "--plot needs matplotlib: pip install 'tool-failure-guard[eval]'"
-        ) from None
+        raise PlotUnavailable(f"--plot needs matplotlib: {install_hint('plot')}") from None
     labels = list(RULE_LABELS.values())
     figure, axes = plt.subplots(figsize=(9, 0.5 * len(labels) + 1.5))
     left = [0] * len(labels)

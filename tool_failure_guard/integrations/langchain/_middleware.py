@@ -37,13 +37,19 @@ from langchain.agents.middleware.types import (
     PrivateStateAttr,
 )
 from langchain_core.messages import AIMessage, ToolMessage
+from langgraph.errors import GraphBubbleUp
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
-from tool_failure_guard.core import DEFAULT_TOOL_CALL_CAP, Action, CallOutcome, FunctionCall, Stop
+from tool_failure_guard.core import Action, CallOutcome, FunctionCall, Stop
 from tool_failure_guard.guard import GuardMode
-from tool_failure_guard.integrations._api import StopBehaviour, stop_behaviour
+from tool_failure_guard.integrations._api import (
+    StopBehaviour,
+    WarnOnce,
+    limit_option,
+    stop_behaviour,
+)
 from tool_failure_guard.integrations.langchain._batches import (
     catch_up,
     last_ai_message,
@@ -66,6 +72,7 @@ from tool_failure_guard.integrations.langchain._report import (
 )
 from tool_failure_guard.integrations.langchain._run import LOGGER, GuardedRun
 from tool_failure_guard.integrations.langchain._stop import (
+    PLAIN_EXCEPTION_WARNING,
     ProtectionStopped,
     ends_with_text,
     stop_message,
@@ -100,7 +107,12 @@ class RepeatedToolFailureMiddleware(AgentMiddleware[GuardState, Any]):
     :class:`~._stop.ProtectionStopped` (a ``ToolCallLimitExceededError``);
     ``"end"`` ends it with the stop text as its final ``AIMessage``, unless the
     agent has a ``response_format`` (then it raises all the same).
-    ``tool_call_cap`` is the run's tool-call cap (calls past it never run).
+    ``tool_call_cap`` (calls past it never run) and ``invalid_params_limit`` (calls of
+    one tool failing before they run, e.g. a wrong argument name, that stop the run) are
+    off (None) by default: LangGraph's ``recursion_limit`` and
+    ``ToolCallLimitMiddleware`` are LangChain's own.  Every protection follows the
+    mode: ``off`` changes nothing, ``shadow`` changes nothing a run does (its
+    ``RunReport`` says what would have stopped it), ``warn``/``enforce`` act.
     """
 
     state_schema = GuardState
@@ -111,17 +123,20 @@ class RepeatedToolFailureMiddleware(AgentMiddleware[GuardState, Any]):
         mode: GuardMode | str | None = None,
         telemetry: GuardTelemetry | None = None,
         on_stop: StopBehaviour = "error",
-        tool_call_cap: int = DEFAULT_TOOL_CALL_CAP,
+        tool_call_cap: int | None = None,
+        invalid_params_limit: int | None = None,
     ) -> None:
         super().__init__()
         mode_for_run(mode)  # a bad explicit mode fails here, naming the valid ones
         self._mode = mode
         self._telemetry = telemetry
         self._on_stop = stop_behaviour(on_stop)
-        self._tool_call_cap = tool_call_cap
+        self._tool_call_cap = limit_option("tool_call_cap", tool_call_cap)
+        self._invalid_params_limit = limit_option("invalid_params_limit", invalid_params_limit)
         self._lock = threading.Lock()
         self._runs: OrderedDict[str, GuardedRun] = OrderedDict()
         self._unknown_warned = False
+        self._plain_exception_warning = WarnOnce()
         self._observed = ObservedTools()
         self.tools = []
         for name in _HOOKS:  # what create_agent wraps: see _plain_hook
@@ -143,7 +158,10 @@ class RepeatedToolFailureMiddleware(AgentMiddleware[GuardState, Any]):
 
     def _start(self, state: Any) -> dict[str, Any]:
         run = GuardedRun(
-            mode_for_run(self._mode), telemetry=self._telemetry, tool_call_cap=self._tool_call_cap
+            mode_for_run(self._mode),
+            telemetry=self._telemetry,
+            tool_call_cap=self._tool_call_cap,
+            invalid_params_limit=self._invalid_params_limit,
         )
         # What the history held before this run is not this run's (a thread's earlier runs).
         earlier = last_ai_message(messages_of(state))
@@ -270,6 +288,7 @@ class RepeatedToolFailureMiddleware(AgentMiddleware[GuardState, Any]):
             result = handler(self._observing(request))
         except BaseException as error:
             _settle(run, call, request, probe, None, error)
+            self._escaped(request, error)
             raise
         finally:
             PROBE.reset(token)
@@ -294,11 +313,20 @@ class RepeatedToolFailureMiddleware(AgentMiddleware[GuardState, Any]):
             result = await handler(self._observing(request))
         except BaseException as error:
             _settle(run, call, request, probe, None, error)
+            self._escaped(request, error)
             raise
         finally:
             PROBE.reset(token)
         _settle(run, call, request, probe, result, None)
         return result
+
+    def _escaped(self, request: ToolCallRequest, error: BaseException) -> None:
+        """A tool's exception nothing inside answered: it ends the run.  Say so, once."""
+        if isinstance(error, Exception) and not isinstance(error, GraphBubbleUp):
+            name = str(request.tool_call.get("name") or "")
+            self._plain_exception_warning.warn(
+                LOGGER, PLAIN_EXCEPTION_WARNING, name, type(error).__name__
+            )
 
     def _observing(self, request: ToolCallRequest) -> ToolCallRequest:
         """``request`` with the observed copy of its tool (:mod:`._observe`)."""

@@ -6,9 +6,10 @@ execution error type) the adapter settles it with; ``docs/integrations.md``
 ("LangChain") holds the same table (a test compares them).  :func:`outcome_of`
 is the only place the adapter turns what it saw into a
 :class:`~tool_failure_guard.core.CallOutcome`, always through one of the core's
-constructors, so no rule lives here: an exception's type comes from
-:func:`tool_failure_guard.core.error_type_of` (its ``error_type`` attribute,
-else its class), never from its message.
+constructors, so no rule lives here: an exception's type comes from the one table of
+every adapter (:func:`tool_failure_guard.integrations._errors.execution_error_type`: its
+``error_type`` attribute, else its class; a ``ToolException`` by the exception it was
+raised from, else ``tool_failed``), never from its message.
 
 What the adapter sees of one call is an :class:`Attempt` per invocation of the
 tool itself (``BaseTool.invoke``/``ainvoke``, observed by
@@ -39,10 +40,10 @@ from tool_failure_guard.core import (
     invalid_arguments,
     post_processing_failed,
     provider_duplicate,
-    raised,
     succeeded,
     unknown_tool,
 )
+from tool_failure_guard.integrations._errors import raised_outcome
 
 #: The execution error type of a tool that *returned* a ``ToolMessage(status="error")``
 #: without raising (unless the message's ``additional_kwargs["error_type"]`` names one).
@@ -197,7 +198,7 @@ def _from_exception(call: FunctionCall, exc: BaseException) -> CallOutcome:
         return cancelled_during(call)
     if isinstance(exc, GraphInterrupt):
         return cancelled_during(call, "interrupted while running")
-    return raised(call, exc, message=_text(f"{type(exc).__name__}: {exc}"))
+    return raised_outcome(call, exc, message=_text(f"{type(exc).__name__}: {exc}"))
 
 
 def _error_message(value: Any) -> ToolMessage | None:

@@ -50,6 +50,7 @@ def report_to_state(report: RunReport) -> dict[str, Any]:
         "tool_calls": report.tool_calls,
         "observed": report.observed,
         "stop": stop_to_state(report.stop) if report.stop is not None else None,
+        "would_stop_loop_type": report.would_stop_loop_type,
     }
 
 
@@ -71,7 +72,12 @@ def report_of(result: Any) -> RunReport | None:
         tool_calls=int(value["tool_calls"]),
         observed=int(value["observed"]),
         stop=stop_from_state(value.get("stop")),
+        would_stop_loop_type=_optional_str(value.get("would_stop_loop_type")),
     )
+
+
+def _optional_str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 def stop_of(result: Any) -> GuardStop | None:

@@ -30,20 +30,24 @@ import attrs
 from langchain_core.messages import ToolMessage
 
 from tool_failure_guard.core import (
-    DEFAULT_TOOL_CALL_CAP,
     LOOP_REPEATED_TOOL_FAILURE,
     Action,
     BatchSettlement,
     CallOutcome,
     Continue,
     FunctionCall,
-    PromptProtection,
     Stop,
 )
 from tool_failure_guard.core.outcomes import skipped_by_cap
 from tool_failure_guard.guard import DecisionKind, GuardMode
 from tool_failure_guard.integrations import _telemetry
-from tool_failure_guard.integrations._api import ActionLog, GuardStop, RunReport
+from tool_failure_guard.integrations._api import (
+    ActionLog,
+    GuardStop,
+    RunReport,
+    holds_back_replays,
+    protection_for_run,
+)
 from tool_failure_guard.integrations.langchain._outcomes import replayed
 from tool_failure_guard.telemetry.sink import (
     GuardTelemetry,
@@ -64,12 +68,17 @@ class GuardedRun:
         mode: GuardMode,
         *,
         telemetry: GuardTelemetry | None = None,
-        tool_call_cap: int = DEFAULT_TOOL_CALL_CAP,
+        tool_call_cap: int | None = None,
+        invalid_params_limit: int | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.mode = mode
         self.run_id = uuid.uuid4().hex
-        self.protection = PromptProtection(mode, tool_call_cap=tool_call_cap)
+        self.protection = protection_for_run(
+            mode, tool_call_cap=tool_call_cap, invalid_params_limit=invalid_params_limit
+        )
+        #: off and shadow run a provider replay as LangChain would (the run is the same)
+        self._holds_back_replays = holds_back_replays(mode)
         self.telemetry: GuardTelemetry = telemetry if telemetry is not None else NullTelemetry()
         #: no sink given: no record is built at all (issue 26: the guard's cost per call)
         self._reporting = telemetry is not None
@@ -119,8 +128,14 @@ class GuardedRun:
             self._outcomes = {}
             self._blank = [call for call in admission.calls if call.call_id not in sent]
             self._claims = {}
-            self._refused = admission.provider_duplicates | admission.over_cap
-        self.tool_calls += len(admission.executable)
+            self._refused = (
+                admission.provider_duplicates | admission.over_cap
+                if self._holds_back_replays
+                else admission.over_cap
+            )
+        self.tool_calls += len(
+            admission.executable if self._holds_back_replays else admission.calls
+        )
 
     def tool_call(self, tool_call: Any) -> tuple[FunctionCall | None, CallOutcome | None]:
         """The open batch's call a ``wrap_tool_call`` is (None: not one), and, when the call
@@ -241,6 +256,11 @@ class GuardedRun:
             self._actions.decided(
                 kind, self.mode, batch=batch, loop_type=LOOP_REPEATED_TOOL_FAILURE
             )
+        held_back = self.protection.would_stop
+        if held_back is not None:  # a stop the mode held back (logged once per run)
+            self._actions.decided(
+                DecisionKind.WOULD_STOP, self.mode, batch=batch, loop_type=held_back
+            )
         if isinstance(action, Stop):
             self.stop = GuardStop.of(action, self.protection)
             self._actions.decided(
@@ -255,6 +275,7 @@ class GuardedRun:
             tool_calls=self.tool_calls,
             observed=self.observed,
             stop=self.stop,
+            would_stop_loop_type=self.protection.would_stop,
         )
 
     # -- the end of the run ---------------------------------------------------------
@@ -293,7 +314,7 @@ class GuardedRun:
             loop_type=self.stop.loop_type if self.stop is not None else None,
             model_turns=self.model_turns,
             tool_calls=self.tool_calls,
-            tool_call_cap=self.tool_call_cap,
+            tool_call_cap=self.tool_call_cap or 0,  # 0: no cap
             batches=self.protection.batches,
             input_tokens=self.input_tokens,
             output_tokens=self.output_tokens,

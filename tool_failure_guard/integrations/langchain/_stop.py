@@ -20,7 +20,12 @@ from langchain.agents.middleware.tool_call_limit import ToolCallLimitExceededErr
 from langchain_core.messages import AIMessage
 
 from tool_failure_guard.integrations import _api
-from tool_failure_guard.integrations._api import GuardStop, RunReport, StopBehaviour
+from tool_failure_guard.integrations._api import (
+    GuardStop,
+    RunReport,
+    StopBehaviour,
+    plain_exception_warning,
+)
 
 
 class ProtectionStopped(_api.ProtectionStopped, ToolCallLimitExceededError):
@@ -61,3 +66,12 @@ def ends_with_text(on_stop: StopBehaviour, response_format: object) -> bool:
 def stop_message(stop: GuardStop) -> AIMessage:
     """The run's final answer for ``on_stop="end"``: the stop text, no tool calls."""
     return AIMessage(content=stop.notice, id=str(uuid.uuid4()))
+
+
+#: The once-per-middleware warning of a tool exception nothing answered to the model.
+PLAIN_EXCEPTION_WARNING = plain_exception_warning(
+    "LangChain",
+    "give the tool handle_tool_error=True and raise ToolException (from the exception, "
+    "to keep its type), or add ToolErrorMiddleware(on_error=...) after "
+    "RepeatedToolFailureMiddleware in middleware=[...]",
+)

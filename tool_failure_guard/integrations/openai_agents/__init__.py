@@ -47,12 +47,14 @@ from agents import (
 from agents.result import RunResultBase
 from agents.run_config import RunOptions
 
-from tool_failure_guard.core import DEFAULT_TOOL_CALL_CAP
 from tool_failure_guard.guard import GuardMode
 from tool_failure_guard.integrations._api import (
     GuardStop,
     RunReport,
     StopBehaviour,
+    attach_report,
+    attached_report,
+    limit_option,
     stop_behaviour,
 )
 from tool_failure_guard.integrations.openai_agents._either import either
@@ -108,8 +110,17 @@ def stop_of(result: RunResultBase) -> GuardStop | None:
     return run.stop if run is not None else None
 
 
-def report_of(result: RunResultBase) -> RunReport | None:
-    """What the guard did in the run behind ``result``, in every mode (None: not guarded)."""
+def report_of(result: RunResultBase | BaseException) -> RunReport | None:
+    """What the guard did in the run behind ``result``, in every mode (None: not guarded).
+
+    ``result`` is a run's result, or the error that ended it: :class:`ProtectionStopped`,
+    or the SDK's own (``MaxTurnsExceeded``) raised by ``run`` / ``run_sync``; a streamed
+    run's report is its result's (``report_of(result)`` once the stream is over).
+    """
+    if isinstance(result, BaseException):
+        if isinstance(result, ProtectionStopped):
+            return result.report
+        return attached_report(result)
     run = _RUNS.get(id(result))
     return run.report() if run is not None else None
 
@@ -126,7 +137,10 @@ class GuardedRunner:
     ``telemetry`` is the agent's own sink (``tool_failure_guard.telemetry.sink.OpenTelemetrySink``:
     the OTel counter, the diagnostic log, the per-prompt outcome record), with
     ``route="openai_agents"``.  The agent passed to a run is never changed: the
-    run uses a clone whose function tools are observed.
+    run uses a clone whose function tools are observed.  ``tool_call_cap`` and
+    ``invalid_params_limit`` are off (None) by default: the SDK's ``max_turns`` is its
+    own limit.  Every protection follows the mode: ``off`` changes nothing, ``shadow``
+    changes nothing a run does, ``warn``/``enforce`` act.
     """
 
     def __init__(
@@ -135,12 +149,14 @@ class GuardedRunner:
         mode: GuardMode | str | None = None,
         telemetry: GuardTelemetry | None = None,
         on_stop: StopBehaviour = "error",
-        tool_call_cap: int = DEFAULT_TOOL_CALL_CAP,
+        tool_call_cap: int | None = None,
+        invalid_params_limit: int | None = None,
     ) -> None:
         self._mode = mode
         self._telemetry = telemetry
         self._on_stop = stop_behaviour(on_stop)  # a bad one fails here, naming the valid ones
-        self._tool_call_cap = tool_call_cap
+        self._tool_call_cap = limit_option("tool_call_cap", tool_call_cap)
+        self._invalid_params_limit = limit_option("invalid_params_limit", invalid_params_limit)
         mode_for_run(mode)  # a bad explicit mode fails here, naming the valid ones
 
     @property
@@ -167,6 +183,7 @@ class GuardedRunner:
             result = await Runner.run(agent, input, **options)
         except BaseException as error:
             _end(run, clone, _stop_reason(error))
+            attach_report(error, run.report())  # report_of(MaxTurnsExceeded) answers
             raise
         return self._finished(run, clone, result)
 
@@ -183,6 +200,7 @@ class GuardedRunner:
             result = Runner.run_sync(agent, input, **options)
         except BaseException as error:
             _end(run, clone, _stop_reason(error))
+            attach_report(error, run.report())  # report_of(MaxTurnsExceeded) answers
             raise
         return self._finished(run, clone, result)
 
@@ -235,6 +253,7 @@ class GuardedRunner:
                 mode,
                 telemetry=self._telemetry,
                 tool_call_cap=self._tool_call_cap,
+                invalid_params_limit=self._invalid_params_limit,
                 on_stop=self._on_stop,
             )
 

@@ -25,11 +25,11 @@ from tool_failure_guard.core import (
     failed,
     invalid_arguments,
     provider_duplicate,
-    raised,
     rejected,
     succeeded,
     unknown_tool,
 )
+from tool_failure_guard.integrations._errors import raised_outcome
 
 #: The execution error type of a function tool that ran past its ``timeout_seconds``.
 TIMEOUT = "timeout"
@@ -87,7 +87,7 @@ def from_exception(call: FunctionCall, exc: BaseException) -> CallOutcome:
         return failed(call, TIMEOUT, f"the tool ran past its timeout ({type(exc).__name__})")
     if isinstance(exc, asyncio.CancelledError):
         return cancelled_during(call)
-    return raised(call, exc)
+    return raised_outcome(call, exc)
 
 
 def timed_out(call: FunctionCall) -> CallOutcome:

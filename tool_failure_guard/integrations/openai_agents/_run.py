@@ -24,14 +24,12 @@ from typing import Any
 import attrs
 
 from tool_failure_guard.core import (
-    DEFAULT_TOOL_CALL_CAP,
     LOOP_REPEATED_TOOL_FAILURE,
     Action,
     BatchSettlement,
     CallOutcome,
     Continue,
     FunctionCall,
-    PromptProtection,
     Stop,
 )
 from tool_failure_guard.guard import DecisionKind, GuardMode
@@ -41,6 +39,8 @@ from tool_failure_guard.integrations._api import (
     GuardStop,
     RunReport,
     StopBehaviour,
+    holds_back_replays,
+    protection_for_run,
 )
 from tool_failure_guard.integrations.openai_agents._outcomes import (
     interrupted as interrupted_call,
@@ -84,16 +84,22 @@ class GuardedRun:
         mode: GuardMode,
         *,
         telemetry: GuardTelemetry | None = None,
-        tool_call_cap: int = DEFAULT_TOOL_CALL_CAP,
+        tool_call_cap: int | None = None,
+        invalid_params_limit: int | None = None,
         on_stop: StopBehaviour = "error",
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.mode = mode
         self.on_stop: StopBehaviour = on_stop
         self.prompt_id = uuid.uuid4().hex
-        self.protection = PromptProtection(mode, tool_call_cap=tool_call_cap)
+        self.protection = protection_for_run(
+            mode, tool_call_cap=tool_call_cap, invalid_params_limit=invalid_params_limit
+        )
+        #: off and shadow let a replayed call run when the SDK invokes it (the run is the same)
+        self.holds_back_replays = holds_back_replays(mode)
         self.telemetry: GuardTelemetry = telemetry if telemetry is not None else NullTelemetry()
         self.tool_call_cap = tool_call_cap
+        self.invalid_params_limit = invalid_params_limit
         self._clock = clock
         self._started = clock()
         self._batch: BatchSettlement | None = None
@@ -134,6 +140,7 @@ class GuardedRun:
             previous.mode,
             telemetry=telemetry,
             tool_call_cap=previous.tool_call_cap,
+            invalid_params_limit=previous.invalid_params_limit,
             on_stop=previous.on_stop if on_stop is None else on_stop,
             clock=clock,
         )
@@ -169,13 +176,17 @@ class GuardedRun:
         self._running = {}
         self.tool_calls += len(admission.executable)
         # A replayed answered call id is never executed: its record is settled now (the SDK
-        # skips such a call itself; the adapter's invoker refuses it if the SDK does not).
+        # skips such a call itself; in warn/enforce the adapter's invoker refuses it if the
+        # SDK does not; in off/shadow the invoker lets it run, and the guard keeps this record).
         for call_id in admission.provider_duplicates:
             self.settle(call_id, replayed)
 
     def is_replay(self, call_id: str) -> bool:
+        """``call_id`` is a replay the invoker answers without running it (warn, enforce)."""
         batch = self._batch
-        return batch is not None and batch.is_provider_duplicate(call_id)
+        return (
+            self.holds_back_replays and batch is not None and batch.is_provider_duplicate(call_id)
+        )
 
     def started(self, call_id: str) -> None:
         """The open batch's call ``call_id`` started running (its tool was invoked)."""
@@ -218,6 +229,14 @@ class GuardedRun:
             self._reminders.extend(_Reminder(anchors, text) for text in action.system_texts)
         if isinstance(action, Stop):
             self._stopped(action)
+        held_back = self.protection.would_stop
+        if held_back is not None:  # a stop the mode held back (logged once per prompt)
+            self.actions.decided(
+                DecisionKind.WOULD_STOP,
+                self.mode,
+                batch=self.protection.batches,
+                loop_type=held_back,
+            )
         if not self.observed and not self._blind_warned and self.tool_calls:
             self._warn_blind("so far")  # said during the run: the guard protects nothing
         _telemetry.report_batch(
@@ -272,6 +291,7 @@ class GuardedRun:
             tool_calls=self.tool_calls,
             observed=self.observed,
             stop=self.stop,
+            would_stop_loop_type=self.protection.would_stop,
         )
 
     # -- the end of the run ----------------------------------------------------------
@@ -311,7 +331,7 @@ class GuardedRun:
             loop_type=self.stop.loop_type if self.stop is not None else None,
             model_turns=self.model_turns,
             tool_calls=self.tool_calls,
-            tool_call_cap=self.tool_call_cap,
+            tool_call_cap=self.tool_call_cap or 0,  # 0: no cap
             batches=self.protection.batches,
             input_tokens=self.input_tokens,
             output_tokens=self.output_tokens,

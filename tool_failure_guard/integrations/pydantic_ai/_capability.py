@@ -51,14 +51,20 @@ from pydantic_ai.toolsets import AbstractToolset
 from pydantic_graph import End
 
 from tool_failure_guard.core import (
-    DEFAULT_TOOL_CALL_CAP,
     Continue,
     FunctionCall,
     Stop,
     provider_duplicate,
 )
 from tool_failure_guard.guard import GuardMode
-from tool_failure_guard.integrations._api import GuardStop, StopBehaviour, stop_behaviour
+from tool_failure_guard.integrations._api import (
+    GuardStop,
+    StopBehaviour,
+    WarnOnce,
+    attach_report,
+    limit_option,
+    stop_behaviour,
+)
 from tool_failure_guard.integrations.pydantic_ai._history import answered_calls, has_user_input
 from tool_failure_guard.integrations.pydantic_ai._parts import (
     answers_of,
@@ -88,14 +94,23 @@ class RepeatedToolFailureCapability(AbstractCapability[Any]):
     :class:`ProtectionStopped`, a ``UsageLimitExceeded``) or ``"end"`` (the
     output is the :class:`ProtectionStop` text where the run's own output
     type is plain ``str``; otherwise it raises all the same).
-    ``tool_call_cap``: the per-run tool-call cap.  ``report_of(result)`` /
-    ``stop_of(result)`` say what the guard did in a run.
+    ``tool_call_cap`` (calls past it never run) and ``invalid_params_limit`` (calls of
+    one tool rejected before they run, e.g. arguments that fail validation, that stop the
+    run): off (None) by default, since pydantic-ai's ``UsageLimits`` and each tool's
+    ``retries`` are its own limits.  Every protection follows the mode: ``off`` changes
+    nothing, ``shadow`` changes nothing a run does, ``warn``/``enforce`` act.
+    ``report_of(result)`` / ``stop_of(result)`` say what the guard did in a run.
     """
 
     mode: GuardMode | str | None = None
     telemetry: GuardTelemetry | None = field(default=None, repr=False)
     on_stop: StopBehaviour = "error"
-    tool_call_cap: int = DEFAULT_TOOL_CALL_CAP
+    tool_call_cap: int | None = None
+    invalid_params_limit: int | None = None
+    #: one warning per capability (shared by the per-run copies ``for_run`` makes)
+    _plain_exception_warning: WarnOnce = field(
+        default_factory=WarnOnce, repr=False, compare=False, kw_only=True
+    )
     _run: GuardedRun | None = field(default=None, init=False, repr=False, compare=False)
     #: the run's model requests accept a plain text output (None: no request seen yet)
     _requests_text: bool | None = field(default=None, init=False, repr=False, compare=False)
@@ -108,10 +123,8 @@ class RepeatedToolFailureCapability(AbstractCapability[Any]):
                 "RepeatedToolFailureCapability cannot be deferred (defer_loading=True): its hooks "
                 "would miss every tool call made before it is loaded"
             )
-        if not isinstance(self.tool_call_cap, int) or self.tool_call_cap < 1:
-            raise ValueError(
-                f"tool_call_cap must be an int of at least 1; got {self.tool_call_cap!r}"
-            )
+        self.tool_call_cap = limit_option("tool_call_cap", self.tool_call_cap)
+        self.invalid_params_limit = limit_option("invalid_params_limit", self.invalid_params_limit)
         self.on_stop = stop_behaviour(self.on_stop)
         if self.mode is not None:
             mode_for_run(self.mode)  # a bad explicit mode fails here, naming the valid ones
@@ -128,6 +141,8 @@ class RepeatedToolFailureCapability(AbstractCapability[Any]):
             mode=mode,
             telemetry=self.telemetry if self.telemetry is not None else NullTelemetry(),
             tool_call_cap=self.tool_call_cap,
+            invalid_params_limit=self.invalid_params_limit,
+            plain_exception_warning=self._plain_exception_warning,
             prompt_id=ctx.run_id or str(uuid.uuid4()),
             answered=answered_calls(ctx.messages),
             keep_actions=self._keep_actions,
@@ -236,6 +251,7 @@ class RepeatedToolFailureCapability(AbstractCapability[Any]):
     async def wrap_run(self, ctx: RunContext[Any], *, handler: Any) -> Any:
         run = self._run
         stop_reason = "error"
+        escaped: Exception | None = None  # the run's own error: it carries the report
         try:
             result = await handler()
             stop_reason = "end_turn"
@@ -246,12 +262,18 @@ class RepeatedToolFailureCapability(AbstractCapability[Any]):
         except (asyncio.CancelledError, RunCancelled, KeyboardInterrupt, GeneratorExit):
             stop_reason = "cancelled"
             raise
-        except UsageLimitExceeded:
+        except UsageLimitExceeded as error:
             stop_reason = "max_turn_requests"
+            escaped = error
+            raise
+        except Exception as error:  # e.g. UnexpectedModelBehavior: a tool's retries ran out
+            escaped = error
             raise
         finally:
             if run is not None:
                 self._finish(ctx, run, stop_reason)
+                if escaped is not None:
+                    attach_report(escaped, run.report())
 
     def _finish(self, ctx: RunContext[Any], run: GuardedRun, stop_reason: str) -> None:
         """The run is over, however it ended: its report for ``report_of``, its outcome record."""

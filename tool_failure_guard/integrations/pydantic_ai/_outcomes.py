@@ -31,7 +31,6 @@ from tool_failure_guard.core import (
     FunctionCall,
     cancelled_before,
     cancelled_during,
-    error_type_of,
     failed,
     invalid_arguments,
     not_started,
@@ -40,13 +39,16 @@ from tool_failure_guard.core import (
     succeeded,
     unknown_tool,
 )
+from tool_failure_guard.integrations._errors import FAILURE_SIGNALS
+from tool_failure_guard.integrations._errors import execution_error_type as shared_error_type
 
-#: The framework's own failure signals, typed when they carry no ``error_type`` of their own.
-#: ``ModelRetry`` keeps its type past the tool's retries budget: the budget's
-#: ``UnexpectedModelBehavior`` is raised *around* the tool, after the execution froze.
+#: The framework's own failure signals and their types: one table for every adapter
+#: (:data:`tool_failure_guard.integrations._errors.FAILURE_SIGNALS`).  ``ModelRetry`` keeps
+#: its type past the tool's retries budget: the budget's ``UnexpectedModelBehavior`` is
+#: raised *around* the tool, after the execution froze.
 SIGNAL_ERROR_TYPES: Mapping[type[BaseException], str] = {
-    ToolFailed: "tool_failed",
-    ModelRetry: "tool_retry",
+    ToolFailed: FAILURE_SIGNALS["pydantic_ai.exceptions.ToolFailed"],
+    ModelRetry: FAILURE_SIGNALS["pydantic_ai.exceptions.ModelRetry"],
 }
 #: A tool that exists but may not be called at this step (tool search, capability not loaded).
 TOOL_UNAVAILABLE = "tool_unavailable"
@@ -55,26 +57,14 @@ TOOL_REFUSED = "tool_refused"
 
 
 def execution_error_type(exc: BaseException) -> str:
-    """The core's rule (:func:`~tool_failure_guard.core.error_type_of`), then the framework signals.
+    """The one rule of every adapter (``integrations._errors.execution_error_type``).
 
-    An ``error_type`` attribute wins, then the builtin class table.  A
-    framework signal (:data:`SIGNAL_ERROR_TYPES`) the core would call
-    ``unhandled_exception`` takes the classified type of the exception it was
-    raised from (``raise ToolFailed(...) from exc``), else its own signal type.
+    An ``error_type`` attribute wins, then the builtin class table; a framework signal
+    (:data:`SIGNAL_ERROR_TYPES`) the core would call ``unhandled_exception`` takes the
+    classified type of the exception it was raised from (``raise ToolFailed(...) from
+    exc``), else its own signal type.
     """
-    found = error_type_of(exc)
-    if found != UNHANDLED_EXCEPTION:
-        return found
-    for cls in type(exc).__mro__:
-        signal = SIGNAL_ERROR_TYPES.get(cls)
-        if signal is not None:
-            cause = exc.__cause__
-            if cause is not None and not isinstance(cause, tuple(SIGNAL_ERROR_TYPES)):
-                from_cause = error_type_of(cause)
-                if from_cause != UNHANDLED_EXCEPTION:
-                    return from_cause
-            return signal
-    return found
+    return shared_error_type(exc)
 
 
 @attrs.frozen(kw_only=True)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from tool_failure_guard.integrations._api import GuardStop, RunReport
+from tool_failure_guard.integrations._api import GuardStop, RunReport, attached_report
 from tool_failure_guard.integrations.pydantic_ai._stop import ProtectionStop, ProtectionStopped
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -57,11 +57,15 @@ def report_of(result: Any) -> RunReport | None:
     """The guard's :class:`RunReport` of the run behind ``result``, in every mode.
 
     ``result``: what a run returned (``AgentRunResult``, ``StreamedRunResult``,
-    the ``AgentRun`` of ``agent.iter``), or the :class:`ProtectionStopped` it
-    raised.  None when no guarded run is known for it.
+    the ``AgentRun`` of ``agent.iter``), the :class:`ProtectionStopped` it raised,
+    or another error that ended it (pydantic-ai's own ``UsageLimitExceeded``,
+    ``UnexpectedModelBehavior``).  None when no guarded run is known for it.
     """
     if isinstance(result, ProtectionStopped):
         return result.report
+    attached = attached_report(result)
+    if attached is not None:
+        return attached
     finished = finished_of(result)
     return finished.report if finished is not None else None
 

@@ -35,13 +35,20 @@ from tool_failure_guard.core import (
     CallIdDeduplicator,
     CallOutcome,
     FunctionCall,
-    PromptProtection,
     Stop,
     provider_duplicate,
 )
 from tool_failure_guard.core.protections import AnsweredCall
 from tool_failure_guard.guard import DecisionKind, GuardMode, InputBoundary
-from tool_failure_guard.integrations._api import ActionLog, GuardStop, RunReport
+from tool_failure_guard.integrations._api import (
+    ActionLog,
+    GuardStop,
+    RunReport,
+    WarnOnce,
+    holds_back_replays,
+    plain_exception_warning,
+    protection_for_run,
+)
 from tool_failure_guard.integrations.pydantic_ai._history import args_of, returned_of
 from tool_failure_guard.integrations.pydantic_ai._outcomes import (
     RETURNED,
@@ -68,6 +75,15 @@ class _Admitted:
     ]  #: call id -> (registered tool name or None, tool type)
 
 
+#: The once-per-capability warning of a tool whose plain exception ends the run.
+PLAIN_EXCEPTION_WARNING = plain_exception_warning(
+    "pydantic-ai",
+    "raise ToolFailed(...) from the exception (from pydantic_ai import ToolFailed): the "
+    "model gets the failure and the guard counts it, typed by its cause",
+)
+_PLAIN_LOG = logging.getLogger("tool_failure_guard.integrations.pydantic_ai")
+
+
 class GuardedRun:
     """The protection state of one run and what it has seen."""
 
@@ -76,18 +92,31 @@ class GuardedRun:
         *,
         mode: GuardMode,
         telemetry: GuardTelemetry,
-        tool_call_cap: int,
+        tool_call_cap: int | None,
         prompt_id: str,
+        invalid_params_limit: int | None = None,
         answered: Iterable[str | AnsweredCall] = (),
         keep_actions: bool = False,
+        plain_exception_warning: WarnOnce | None = None,
     ) -> None:
         self.mode = mode
+        #: the capability's (shared by its runs): one warning per adapter instance
+        self._plain_exception_warning = (
+            plain_exception_warning if plain_exception_warning is not None else WarnOnce()
+        )
         self.tool_call_cap = tool_call_cap
         self.tool_calls = 0
         self.prompt_id = prompt_id
         #: the conversation's answered calls: its history's, then each settled batch's
         self._dedup = CallIdDeduplicator(answered)
-        self.protection = PromptProtection(mode, dedup=self._dedup, tool_call_cap=tool_call_cap)
+        self.protection = protection_for_run(
+            mode,
+            dedup=self._dedup,
+            tool_call_cap=tool_call_cap,
+            invalid_params_limit=invalid_params_limit,
+        )
+        #: off and shadow run a provider replay as pydantic-ai would (the run is the same)
+        self.holds_back_replays = holds_back_replays(mode)
         #: None without a sink: nothing to report, nothing to pay per call
         self.telemetry = (
             None if isinstance(telemetry, NullTelemetry) else RunTelemetry(telemetry, prompt_id)
@@ -152,10 +181,16 @@ class GuardedRun:
             },
         )
 
+    def plain_exception(self, tool: str, exception: str) -> None:
+        """A tool raised ``exception``, which pydantic-ai answers by ending the run."""
+        self._plain_exception_warning.warn(_PLAIN_LOG, PLAIN_EXCEPTION_WARNING, tool, exception)
+
     def is_provider_duplicate(self, call_id: str | None) -> bool:
+        """``call_id`` is a replay the run answers without running it (warn, enforce)."""
         batch = self._batch
         return (
-            batch is not None
+            self.holds_back_replays
+            and batch is not None
             and call_id is not None
             and batch.settlement.is_provider_duplicate(call_id)
         )
@@ -246,7 +281,8 @@ class GuardedRun:
         action = self.protection.after_batch(settlement, boundary, cancelled=interrupted)
         # The framework records every call's answer in the history: a later replay is a duplicate.
         self._dedup.mark_answered(call.call_id for call in settlement.calls)
-        self.tool_calls += len(settlement.admission.executable)
+        admitted = settlement.admission
+        self.tool_calls += len(admitted.executable if self.holds_back_replays else admitted.calls)
         self.calls_settled += sum(1 for outcome in settlement.outcomes() if outcome is not None)
         decided = action.decision
         if decided is not None:
@@ -275,12 +311,15 @@ class GuardedRun:
             decision is None or decision.kind is not DecisionKind.STOP
         ):
             self._log.decided(DecisionKind.STOP, self.mode, batch=batch, loop_type=action.loop_type)
+        held_back = self.protection.would_stop
+        if held_back is not None:  # a stop the mode held back (logged once per run)
+            self._log.decided(DecisionKind.WOULD_STOP, self.mode, batch=batch, loop_type=held_back)
 
     def _outcome(
         self, call: FunctionCall, batch: _Admitted, returned: Returned | None, interrupted: bool
     ) -> CallOutcome | None:
         tool, tool_type = batch.tools.get(call.call_id, (None, "native"))
-        if batch.settlement.is_provider_duplicate(call.call_id):
+        if self.holds_back_replays and batch.settlement.is_provider_duplicate(call.call_id):
             return provider_duplicate(call, tool=tool, tool_type=tool_type)
         return settle(
             call,
@@ -303,6 +342,7 @@ class GuardedRun:
             tool_calls=self.tool_calls,
             observed=self.calls_settled,
             stop=self.guard_stop,
+            would_stop_loop_type=self.protection.would_stop,
         )
 
     def finished(
@@ -325,7 +365,7 @@ class GuardedRun:
                 loop_type=protection.loop_type,
                 model_turns=self.model_turns,
                 tool_calls=self.tool_calls,
-                tool_call_cap=self.tool_call_cap,
+                tool_call_cap=self.tool_call_cap or 0,  # 0: no cap
                 batches=protection.batches,
                 input_tokens=input_tokens,
                 output_tokens=output_tokens,

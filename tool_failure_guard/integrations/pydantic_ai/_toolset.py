@@ -15,7 +15,7 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic_ai.exceptions import ApprovalRequired, CallDeferred
+from pydantic_ai.exceptions import ApprovalRequired, CallDeferred, ModelRetry, ToolFailed
 from pydantic_ai.tools import RunContext
 from pydantic_ai.toolsets import AbstractToolset, WrapperToolset
 from pydantic_ai.toolsets.abstract import ToolsetTool
@@ -76,6 +76,8 @@ class ObservingToolset(WrapperToolset[Any]):
             message = f"{type(exc).__name__}: {exc}"[:_MESSAGE_LIMIT]
             kind = execution_error_type(exc)
             run.executed(call_id, Execution(status="error", error_type=kind, message=message))
+            if not isinstance(exc, ToolFailed | ModelRetry):  # it ends the run: say so, once
+                run.plain_exception(name, type(exc).__name__)
             raise
         run.executed(call_id, _SUCCESS)
         return result

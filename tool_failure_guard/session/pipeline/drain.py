@@ -75,6 +75,15 @@ from tool_failure_guard.session.config.declared_boundary import UNSUPPORTED, Bou
 
 _log = logging.getLogger("session.drain")
 
+#: The one warning of a session whose client has no drain and no declared boundary.
+CANNOT_ACT_WARNING = (
+    "session %s: the ACP client answers %s with 'method not found' (a plain ACP client "
+    "such as Zed or acpx), so every batch boundary is unreliable and the repeated-failure "
+    "guard can never remind or stop in this session (warn and enforce never act, shadow "
+    "records nothing); if this client delivers user input only as session/prompt, set "
+    "TOOL_FAILURE_GUARD_INPUT_BOUNDARY=prompt-only in the agent's environment"
+)
+
 #: The drain's name; the wire name is the transport's (``transport.drain_names``).
 DRAIN_METHOD = "craft/drainMidTurnQueue"
 #: The push extension, as the SDK hands it to ``ext_method`` (wire: ``_session/steering``).
@@ -301,7 +310,9 @@ class MidTurnInput:
             answer = await self._ext_request(DRAIN_METHOD, params)
         except Exception as exc:
             if getattr(exc, "code", None) == METHOD_NOT_FOUND:
-                _log.info("the client has no %s; draining disabled", DRAIN_METHOD)
+                # Once per session (pulling stops here): a plain ACP client (Zed, acpx)
+                # leaves every boundary unreliable, so the guard can never act.
+                _log.warning(CANNOT_ACT_WARNING, self._session_id, DRAIN_METHOD)
                 self._pull_disabled = True
                 self._contract_kept = False
             else:

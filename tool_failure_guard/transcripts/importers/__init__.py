@@ -27,6 +27,24 @@ IMPORTERS: dict[str, str] = {
     "tool-failure-guard": "own_history",
 }
 
+#: kind -> where that agent keeps the logs its importer reads (``transcripts --help`` prints
+#: this table; a new kind adds its row here, beside its row of :data:`IMPORTERS`).
+LOG_LOCATIONS: dict[str, str] = {
+    "claude-code": "~/.claude/projects/<project>/<session id>.jsonl",
+    "codex": "~/.codex/sessions/YYYY/MM/DD/rollout-<time>-<thread id>.jsonl",
+    "qwen-code": "~/.qwen/projects/<cwd, '/' as '-'>/chats/<session id>.jsonl",
+    "mini-swe-agent": "<name>.traj.json, where its run was told to save it (-o)",
+    "tool-failure-guard": "<state dir>/sessions/<session id>.jsonl "
+    "(~/.local/share/tool-failure-guard by default)",
+}
+
+
+def where_logs_live() -> str:
+    """The table of :data:`LOG_LOCATIONS`, one kind a line, for ``transcripts --help``."""
+    width = max(len(kind) for kind in IMPORTERS)
+    rows = [f"  {kind:<{width}}  {LOG_LOCATIONS.get(kind, '?')}" for kind in IMPORTERS]
+    return "where each agent keeps its logs (KIND  PATH):\n" + "\n".join(rows)
+
 
 def importer(kind: str) -> ModuleType:
     """The importer module of ``kind``; a :class:`ValueError` naming the known kinds."""

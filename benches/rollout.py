@@ -22,7 +22,7 @@ Prints numbers, asserts nothing about time (machines here are shared):
    CPU: on a shared machine the CPU seconds, all of the process's threads, move less).
    Each measurement runs in its own process and reports its own peak RSS (``VmHWM``).
 
-Usage: ``python -m tool_failure_guard.rollout.bench [--prompts N,M] [--repeat K]
+Usage: ``python -m benches.rollout [--prompts N,M] [--repeat K]
 [--baseline DIR] [--skip-simulate] [--skip-clickhouse]``.
 """
 
@@ -321,7 +321,7 @@ def bench_growth(sizes: list[int], summaries: list[dict[str, float]]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tool_failure_guard.rollout.bench")
+    parser = argparse.ArgumentParser(prog="python -m benches.rollout")
     parser.add_argument("--owners", type=int, default=2000)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument(

@@ -25,7 +25,7 @@ import sys
 import time
 from typing import Any
 
-from tool_failure_guard.commands import bench_callgrind
+from benches import callgrind as bench_callgrind
 from tool_failure_guard.core import FunctionCall, PromptProtection, Stop, outcomes
 from tool_failure_guard.guard import (
     BatchReceipt,
@@ -36,7 +36,7 @@ from tool_failure_guard.guard import (
 
 QUIET = InputBoundary()
 #: This module's import name (also under ``python -m``), for the callgrind child.
-_MODULE = __spec__.name if __spec__ is not None else "tool_failure_guard.commands.bench_core"
+_MODULE = __spec__.name if __spec__ is not None else "benches.core"
 CALLS_PER_BATCH = 4
 
 

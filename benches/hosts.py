@@ -1,13 +1,13 @@
 """The framework hosts of the adapter bench: each bare, and guarded by this project's adapter.
 
-Bench only (:mod:`tool_failure_guard.commands.bench_adapters` runs them).  Each host
+Bench only (:mod:`benches.adapters` runs them).  Each host
 builds one agent per (variant, transport) and returns a :class:`Runner` whose
 ``run`` makes one whole run of it: ``batches`` model turns of
-:data:`~tool_failure_guard.commands.bench_wire.CALLS` parallel tool calls each (the
-script of :func:`~tool_failure_guard.commands.bench_wire.batch_calls`), then a final
+:data:`~benches.wire.CALLS` parallel tool calls each (the
+script of :func:`~benches.wire.batch_calls`), then a final
 text.  The model is scripted, in process (the framework's own test-model
 extension point: a ``BaseChatModel``, pydantic-ai's ``FunctionModel``, an
-Agents SDK ``Model``) or over HTTP to :mod:`~tool_failure_guard.commands.bench_wire`
+Agents SDK ``Model``) or over HTTP to :mod:`~benches.wire`
 (the framework's own OpenAI chat-completions client).  The tools are the
 framework's idiomatic ones: ``ok`` returns; ``fail_a``/``fail_b`` fail the way
 that framework's tools fail (``ToolException`` answered by the tool's
@@ -28,8 +28,8 @@ from typing import Any
 
 import attrs
 
-from tool_failure_guard.commands.bench_adapters import TRANSPORTS, VARIANTS
-from tool_failure_guard.commands.bench_wire import CALLS, FINAL_TEXT, batch_calls, model_name
+from benches.adapters import TRANSPORTS, VARIANTS
+from benches.wire import CALLS, FINAL_TEXT, batch_calls, model_name
 
 API_KEY = "bench-key"
 

@@ -1,16 +1,16 @@
 """What the framework adapters cost: each framework bare against guarded, side by side.
 
 Part of ``make bench`` (``tool-failure-guard bench`` ends with it), or alone:
-``python -m tool_failure_guard.commands.bench_adapters [--frameworks langchain,...]``.
+``python -m benches.adapters [--frameworks langchain,...]``.
 
 For LangChain v1 (``create_agent``), pydantic-ai and the OpenAI Agents SDK
-(:mod:`~tool_failure_guard.commands.bench_hosts`), one agent per variant --
+(:mod:`~benches.hosts`), one agent per variant --
 ``bare`` (the framework alone), ``shadow`` and ``enforce`` (guarded by this
 project's adapter) -- makes whole runs of ``batches`` model turns of 4
 parallel tool calls (three that return, one that fails, the failing tool
 alternating so no streak grows), then a final text.  The model is scripted in
 process (``inproc``) and, separately, over HTTP to a local OpenAI-compatible
-server (``http``, :mod:`~tool_failure_guard.commands.bench_wire`).
+server (``http``, :mod:`~benches.wire`).
 
 * **time**: after a warm-up run of each, ``rounds`` rounds each run every
   variant once, the order rotating per round (A/B interleaved on a shared
@@ -48,15 +48,15 @@ from typing import Any
 
 import attrs
 
-from tool_failure_guard.commands import bench_callgrind
-from tool_failure_guard.commands.bench_wire import serve
+from benches import callgrind as bench_callgrind
+from benches.wire import serve
 
 FRAMEWORKS = ("langchain", "pydantic_ai", "openai_agents")
 VARIANTS = ("bare", "shadow", "enforce")
 TRANSPORTS = ("inproc", "http")
 #: The hosts, loaded when the bench runs: each framework is an optional extra, and nothing
 #: outside ``integrations`` imports an adapter (tests/test_langchain_adapter.py).
-HOSTS_MODULE = "tool_failure_guard.commands.bench_hosts"
+HOSTS_MODULE = "benches.hosts"
 #: Its ``Runner``: ``run()`` makes one whole run and returns its ``Ran``; ``close()``.
 Runner = Any
 
@@ -223,9 +223,7 @@ def _instructions(framework: str, batches: int, rounds: int) -> dict[str, Spread
     if not bench_callgrind.available():
         return None
     child = ["--callgrind-child", framework, "--batches", str(batches), "--rounds", str(rounds)]
-    order, totals = bench_callgrind.run(
-        "tool_failure_guard.commands.bench_adapters", child, timeout=3600
-    )
+    order, totals = bench_callgrind.run("benches.adapters", child, timeout=3600)
     per = bench_callgrind.per_batch(order, totals, VARIANTS, batches=batches, skip=WARM)
     return {v: Spread.of(s) for v, s in per.items()}
 
@@ -344,7 +342,7 @@ def report_adapters(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tool_failure_guard.commands.bench_adapters")
+    parser = argparse.ArgumentParser(prog="python -m benches.adapters")
     parser.add_argument("--frameworks", default=",".join(FRAMEWORKS))
     parser.add_argument("--batches", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=7)

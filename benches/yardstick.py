@@ -12,7 +12,7 @@ from typing import Protocol, TypeVar
 
 import attrs
 
-from tool_failure_guard.commands.bench_corpus import Prompt
+from benches.corpus import Prompt
 from tool_failure_guard.guard import (
     INELIGIBLE_RESET_REASON_PRECEDENCE,
     REPEATED_TOOL_FAILURE_BATCH_THRESHOLD,

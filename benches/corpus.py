@@ -4,7 +4,7 @@ The corpus mixes the shapes sessions produce (a tool that keeps failing,
 successes of other tools in between, cancellations, pre-execution failures,
 unknown outcomes, provider duplicates, external input, unreliable drains);
 :func:`wire_lines` writes it as ``replay`` reads it.  See
-:mod:`tool_failure_guard.commands.bench` for how it is timed.
+:mod:`benches.guard` for how it is timed.
 """
 
 import json

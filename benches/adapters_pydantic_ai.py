@@ -1,13 +1,13 @@
 """What each way of attaching to a pydantic-ai agent costs when it does nothing.
 
-``python -m tool_failure_guard.commands.bench_adapters_pydantic_ai [--batches 20]
+``python -m benches.adapters_pydantic_ai [--batches 20]
 [--rounds 2] [--attachments bare,capability,...]`` counts, under
 ``valgrind --tool=callgrind``, the instructions per batch of one in-process
 pydantic-ai agent (the adapter bench's workload: ``batches`` model turns of 4
 parallel tool calls, then a final text, the model a scripted ``FunctionModel``)
 bare, with each of the framework's extension points attached *empty*, and
 guarded (``shadow``).  It is the floor under the adapter's row of
-:mod:`~tool_failure_guard.commands.bench_adapters`: what pydantic-ai charges for
+:mod:`~benches.adapters`: what pydantic-ai charges for
 an attachment before the guard does any work.  The counting is that bench's: each
 run bracketed by ``os.getpgrp()`` / ``os.getppid()`` (``--zero-before`` /
 ``--dump-before``), a first round dumped and dropped, the variant order rotating.
@@ -30,11 +30,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tool_failure_guard.commands import bench_callgrind
-from tool_failure_guard.commands.bench_adapters import WARM, Spread
-from tool_failure_guard.commands.bench_wire import FINAL_TEXT, batch_calls
+from benches import callgrind as bench_callgrind
+from benches.adapters import WARM, Spread
+from benches.wire import FINAL_TEXT, batch_calls
 
-MODULE = "tool_failure_guard.commands.bench_adapters_pydantic_ai"
+MODULE = "benches.adapters_pydantic_ai"
 #: attachment -> what it is (the bench's order; ``bare`` is the reference)
 ATTACHMENTS = {
     "bare": "the agent alone (tools=[...])",

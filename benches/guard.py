@@ -1,4 +1,4 @@
-"""``tool-failure-guard bench``: what one settled batch costs the guard.
+"""``python -m benches`` (`make bench`): what one settled batch costs the guard.
 
 Method (also in docs/performance.md):
 
@@ -18,10 +18,10 @@ Method (also in docs/performance.md):
   after checking that both produced identical decisions; whole-corpus passes
   of both are interleaved, with the median and spread of their ratios;
 * the core's per-batch host path against ``observe`` alone
-  (:mod:`~tool_failure_guard.commands.bench_core`), and the start-up CPU (and,
+  (:mod:`~benches.core`), and the start-up CPU (and,
   with valgrind, instructions) of ``import tool_failure_guard``, of its first use
   and of the agent answering ``initialize`` against ``python -c pass``
-  (:mod:`~tool_failure_guard.commands.bench_startup`);
+  (:mod:`~benches.startup`);
 * a yardstick -- :class:`YardstickReducer`, a plain hand-written reducer that
   exists only here -- is checked to reach the guard's decisions and state on
   every batch, then both are timed over the same prepared receipts (reducers
@@ -51,8 +51,8 @@ import timeit
 import tracemalloc
 from collections.abc import Callable
 
-from tool_failure_guard.commands.bench_corpus import Prompt, build_corpus, wire_lines
-from tool_failure_guard.commands.bench_yardstick import (
+from benches.corpus import Prompt, build_corpus, wire_lines
+from benches.yardstick import (
     Comparison,
     compare,
     observe_against_yardstick,
@@ -173,14 +173,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.batches < 1 or args.rounds < 1:
-        print("bench: --batches and --rounds must be positive", file=sys.stderr)
+        print("python -m benches: --batches and --rounds must be positive", file=sys.stderr)
         return 2
     from tool_failure_guard._extras import AGENT_MODULES, MissingExtra, require_extra
 
     try:  # it times the agent's start-up and history too
         require_extra("agent", *AGENT_MODULES)
     except MissingExtra as missing:
-        print(f"tool-failure-guard bench: {missing}", file=sys.stderr)
+        print(f"python -m benches: {missing}", file=sys.stderr)
         return 2
     from tool_failure_guard.guard.engine import EngineGuard
 
@@ -300,25 +300,26 @@ def run(args: argparse.Namespace) -> int:
                 f"target <= 2.5: {verdict(replay_ratio <= 2.5)}"
             )
 
-    from tool_failure_guard.commands import bench_core, bench_startup
+    from benches import core as bench_core
+    from benches import startup as bench_startup
 
     bench_core.report()
     bench_startup.report()
 
-    from tool_failure_guard.commands.bench_history import settled_record_cost
+    from benches.history import settled_record_cost
 
     median_ms, p90_ms = settled_record_cost()
     print(
         f"persisting one settled call outcome (write + fsync, here): median {median_ms:.2f} ms, "
         f"p90 {p90_ms:.2f} ms"
     )
-    from tool_failure_guard.commands.bench_transcripts import report as report_transcripts
+    from benches.transcripts import report as report_transcripts
 
     report_transcripts()  # `transcripts` on 20,000 batches
-    from tool_failure_guard.commands.bench_adapters import (
+    from benches.adapters import (
         report_adapters,  # each framework, bare vs guarded
     )
-    from tool_failure_guard.commands.bench_logging import guard_records_held
+    from benches.logging_cost import guard_records_held
 
     with guard_records_held():  # its runs remind and stop on purpose: no WARNING spray
         adapters_ok = report_adapters()
