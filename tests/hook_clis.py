@@ -28,7 +28,7 @@ import stat
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -237,7 +237,7 @@ def qwen_hooks(
 
 
 def run_qwen(
-    turns: Sequence[Turn],
+    turns: Sequence[Turn] | Callable[[Path], Sequence[Turn]],
     *,
     system: Mapping[str, Any] | None = None,
     user: Mapping[str, Any] | None = None,
@@ -261,7 +261,8 @@ def run_qwen(
     if system is not None:
         path = _write_json(root / "system" / "settings.json", system)
         run_env["QWEN_CODE_SYSTEM_SETTINGS_PATH"] = str(path)
-    fake = FakeOpenAI(openai_turns_responder(turns))
+    script = turns(ws) if callable(turns) else turns
+    fake = FakeOpenAI(openai_turns_responder(script))
     with serve(fake):
         run_env.update(environment(home=home, base_url=fake.base_url, mode=None))
         run_env.update(_base_env(root))
