@@ -26,7 +26,6 @@ import os
 import shutil
 import stat
 import subprocess
-import sys
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -51,18 +50,6 @@ class Run:
     stdout: str
     stderr: str
     returncode: int
-
-
-def hook_command(cli: str, mode: str, *more: str) -> str:
-    """The guard's hook command line, as ``hook install`` writes it (this interpreter)."""
-    parts = [sys.executable, "-m", "tool_failure_guard", "hook", cli, "--mode", mode, *more]
-    return " ".join(_quote(p) for p in parts)
-
-
-def _quote(part: str) -> str:
-    import shlex
-
-    return shlex.quote(part)
 
 
 def _base_env(root: Path) -> dict[str, str]:

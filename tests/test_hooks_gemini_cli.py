@@ -61,9 +61,12 @@ def _installed(mode: str, root: Path, start: dict[str, Any] | None = None) -> di
     settings = root / f"settings-{mode}.json"
     settings.write_text(json.dumps(start or {}), encoding="utf-8")
     argv = [sys.executable, "-m", "tool_failure_guard", "hook", "install", "gemini-cli"]
-    subprocess.run([*argv, "--mode", mode, "--settings", str(settings)], check=True)
+    state = root / f"state-{mode}"
+    argv += ["--mode", mode, "--settings", str(settings), "--state-dir", str(state)]
+    subprocess.run(argv, check=True, capture_output=True, text=True)
     document: dict[str, Any] = json.loads(settings.read_text(encoding="utf-8"))
     assert document["hooksConfig"]["enabled"] is True
+    assert document["hooks"]["AfterTool"][0]["hooks"][0]["timeout"] == 30_000  # milliseconds
     return document
 
 

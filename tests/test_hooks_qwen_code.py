@@ -59,15 +59,19 @@ def _present(ws: Path) -> Turn:
 
 def _installed(mode: str, root: Path) -> dict[str, Any]:
     """The system settings ``hook install`` writes (into an existing operator file)."""
-    settings = root / "system-settings.json"
+    settings = root / f"system-settings-{mode}.json"
     settings.write_text(json.dumps({"general": {"vimMode": False}}), encoding="utf-8")
     argv = [sys.executable, "-m", "tool_failure_guard", "hook", "install", "qwen-code"]
-    argv += ["--mode", mode, "--settings", str(settings)]
+    argv += ["--mode", mode, "--settings", str(settings), "--state-dir", str(_state(mode, root))]
     subprocess.run(argv, check=True, capture_output=True, text=True)
     document: dict[str, Any] = json.loads(settings.read_text(encoding="utf-8"))
     assert document["general"] == {"vimMode": False}  # the operator's other settings kept
     assert document["disableAllHooks"] is False
     return document
+
+
+def _state(mode: str, root: Path) -> Path:
+    return root / f"state-{mode}"
 
 
 def _run(mode: str, turns: Any, tmp_path: Path) -> Run:
@@ -141,11 +145,12 @@ def test_shadow_sends_the_model_exactly_what_off_sends(tmp_path: Path) -> None:
     assert len(shadow.requests) == 5
     assert _comparable(shadow) == _comparable(off)
     assert reminders(shadow) == [0] * 5
-    # shadow did observe: its state file holds the prompt's four batches
-    states = list((shadow.root / "xdg-state" / "tool-failure-guard" / "hooks").rglob("*.json"))
+    # shadow did observe: its state file holds the prompt's four batches; off kept nothing
+    states = list(_state("shadow", tmp_path).glob("*.json"))
     assert len(states) == 1
-    assert len(json.loads(states[0].read_text(encoding="utf-8"))["batches"]) == 4
-    assert not list((off.root / "xdg-state").rglob("*.json"))
+    stored = json.loads(states[0].read_text(encoding="utf-8"))
+    assert len(stored["state"]["prompt"]["batches"]) == 4, stored
+    assert not list(_state("off", tmp_path).glob("*.json"))
 
 
 def test_a_recovered_run_continues(tmp_path: Path) -> None:

@@ -123,7 +123,19 @@ def run_prompt(
 
 def test_documented_label_sets_are_exactly_the_issues() -> None:
     assert {k: set(v) for k, v in telemetry.GUARD_METRIC_ATTRIBUTE_VALUES.items()} == {
-        "route": {"acp_foreground", "pydantic_ai", "openai_agents", "langchain", "other"},
+        "route": {
+            "acp_foreground",
+            "pydantic_ai",
+            "openai_agents",
+            "langchain",
+            "claude_agent_sdk",
+            "claude_code_hook",
+            "qwen_code_hook",
+            "gemini_cli_hook",
+            "codex_hook",
+            "copilot_hook",
+            "other",
+        },
         "mode": {"shadow", "warn", "enforce"},
         "phase_before": {"idle", "tracking", "warned", "latched"},
         "phase_after": {"idle", "tracking", "warned", "latched"},

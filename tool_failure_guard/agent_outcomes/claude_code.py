@@ -167,3 +167,53 @@ def result_text(content: Any) -> str:
 def interrupted(structured: Any) -> bool:
     """The shell result object's ``interrupted`` flag (False for anything else)."""
     return isinstance(structured, dict) and structured.get("interrupted") is True
+
+
+# -- the hooks' view (``tool-failure-guard hook claude-code``, the Claude Agent SDK adapter) --
+
+#: The execution error type of a failure the rules cannot type: ineligible (the seed's unknown).
+UNCLASSIFIED: Final = "unknown"
+
+#: The rules that type an executed failure's error text, in order (PostToolUseFailure).
+_FAILURE_RULES: Final[tuple[Callable[[Result], Outcome | None], ...]] = (
+    _interrupted_text,
+    _mcp_error,
+    _shell,
+    _by_text,
+)
+
+
+def classify_hook_failure(tool: str, error: str, *, is_interrupt: bool) -> Outcome:
+    """A ``PostToolUseFailure`` event: the tool ran and failed, or was interrupted.
+
+    ``is_interrupt`` is a cancellation; the text is typed by the same rules as a
+    logged error result (``Exit code 3`` -> ``shell_execute_error``, ``File does not
+    exist.`` -> ``file_not_found``, ...); text none of them types is
+    :data:`UNCLASSIFIED` (error / error / ``unknown``: never an eligible failure).
+    """
+    if is_interrupt:
+        return _out("cancelled", "cancelled", None, False)
+    text = _inner(error)
+    result = Result(
+        tool=tool, is_error=True, text=error if text is None else text, interrupted=False
+    )
+    for rule in _FAILURE_RULES:
+        found = rule(result)
+        if found is not None:
+            return found
+    return _out("error", "error", UNCLASSIFIED, True)
+
+
+def classify_batch_entry(tool: str, text: str) -> Outcome:
+    """A ``PostToolBatch`` call with no ``PostToolUseFailure``: refused before it ran, or a success.
+
+    Claude Code sends no per-call hook for invalid arguments, an unknown tool or a
+    call it was not allowed to make: only the batch entry's text says so
+    (``<tool_use_error>...``, the permission sentence).  Anything else succeeded.
+    """
+    result = Result(tool=tool, is_error=True, text=text, interrupted=False)
+    for rule in (_not_granted, _refused_before_running):
+        found = rule(result)
+        if found is not None:
+            return found
+    return _out("success", "success", None, False)

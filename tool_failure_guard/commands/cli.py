@@ -14,8 +14,6 @@ import sys
 from collections.abc import Sequence
 from types import ModuleType
 
-from tool_failure_guard._version import installed_version
-
 #: subcommand -> its module (in this room, :mod:`tool_failure_guard.commands`)
 SUBCOMMANDS: dict[str, str] = {
     "replay": "tool_failure_guard.commands.replay",
@@ -36,11 +34,13 @@ _HELP = {
     "demo": "run the built-in failing-loop scenario in shadow, warn and enforce",
     "rollout": "rollout evidence: check invariants, judge gates, assign owners, simulate a fleet",
     "transcripts": "what the guard and peers' loop rules would have done on agents' own logs",
-    "hook": "the guard as a coding CLI's command hook (and installing it)",
+    "hook": "the guard as a coding CLI's command hook: handle an event, install, uninstall",
 }
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from tool_failure_guard._version import installed_version
+
     parser = argparse.ArgumentParser(
         prog="tool-failure-guard",
         description="ACP repeated tool-call protection.",
@@ -59,6 +59,15 @@ def _module(name: str) -> ModuleType:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    words = sys.argv[1:] if argv is None else list(argv)
+    if len(words) >= 2 and words[0] == "hook":
+        # ``hook <cli>`` runs once per hook event: its own small parser, no other command's
+        # module imported (issue 31: the hook's cost is its start-up)
+        from tool_failure_guard.commands.hook import handle_main
+
+        handled = handle_main(words[1:])
+        if handled is not None:
+            return handled
     args = build_parser().parse_args(argv)
     module = _module(args._module)
     try:

@@ -1,90 +1,153 @@
-"""``tool-failure-guard hook``: the guard as a coding CLI's command hook, and its install.
+"""``tool-failure-guard hook``: the guard inside a coding CLI's hooks, and installing it there.
 
-``hook <cli> --mode MODE`` reads one hook payload on stdin and answers on
-stdout in that CLI's protocol (:data:`CLIS`: CLI name -> its module).  The
-mode comes from the command line the operator installed, never from the
-environment, which a project's settings can reach.  ``hook install <cli>
---mode MODE (--scope system | --settings FILE)`` merges the hook's entries
-into the CLI's settings JSON idempotently; ``hook uninstall <cli>`` removes
-only them.
+- ``hook <cli> [--mode MODE] [--state-dir DIR] [--telemetry SPEC]``: handle one
+  hook event (the payload on stdin, the answer on stdout); what the CLI runs.
+- ``hook install <cli> --mode MODE (--scope SCOPE | --settings FILE)``: merge
+  the hook's entries into that settings file (idempotent; all else kept).
+- ``hook uninstall <cli> (--scope SCOPE | --settings FILE)``: remove only them.
+
+Every CLI in :data:`tool_failure_guard.hooks.clis.HOOK_CLIS` plugs in the same way:
+its module names its events and its scopes (``SCOPES``: scope -> settings file).
+This module imports nothing heavy: ``hook <cli>`` runs once per hook event.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import os
 import sys
 from pathlib import Path
 from typing import Any
 
-from tool_failure_guard.guard import GuardMode
+from tool_failure_guard.hooks.clis import HOOK_CLIS
 
-HELP = "the guard as a coding CLI's command hook (and installing it)"
-#: CLI name -> its hook module (each: CLI, EVENTS, handle, SYSTEM_SETTINGS, SWITCH).
-CLIS: dict[str, str] = {
-    "qwen-code": "tool_failure_guard.hooks.qwen_code",
-    "gemini-cli": "tool_failure_guard.hooks.gemini_cli",
-}
-_MODES = [m.value for m in GuardMode]
-#: The largest settings file install reads (bytes).
-MAX_SETTINGS = 1024 * 1024
+HELP = "the guard as a coding CLI's hook: handle an event, install, uninstall"
+
+CLIS = HOOK_CLIS
+_MODES = ("off", "shadow", "warn", "enforce")
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("target", metavar="CLI|install|uninstall")
-    parser.add_argument("cli", nargs="?", help="with install/uninstall: the CLI")
-    parser.add_argument("--mode", choices=_MODES, help="the guard mode (required)")
-    where = parser.add_mutually_exclusive_group()
-    where.add_argument("--scope", choices=["system"], help="the CLI's operator-scope settings")
-    where.add_argument("--settings", type=Path, help="a settings JSON file to edit")
+    actions = parser.add_subparsers(
+        dest="hook_action", required=True, metavar="CLI|install|uninstall"
+    )
+    for cli in CLIS:
+        sub = actions.add_parser(
+            cli,
+            help=f"handle one {cli} hook event (payload on stdin, answer on stdout)",
+            description=(
+                f"Handle one {cli} hook event: read the payload on stdin, answer on stdout. "
+                "Fails open: on any internal error nothing is answered and the exit status is 0."
+            ),
+        )
+        sub.set_defaults(hook_cli=cli, hook_action="handle")
+        _handle_options(sub, cli)
+    install = actions.add_parser("install", help="install the hook into a CLI's settings")
+    clis = install.add_subparsers(dest="hook_cli", required=True, metavar="CLI")
+    for cli in CLIS:
+        sub = clis.add_parser(cli, help=f"install the {cli} hook")
+        sub.add_argument("--mode", required=True, choices=_MODES, help="the guard mode")
+        _target_options(sub, cli)
+        sub.add_argument(
+            "--state-dir",
+            type=Path,
+            help="the state folder written on the command line (default: the user's "
+            "$XDG_STATE_HOME/tool-failure-guard/hooks/CLI at install time, or at hook time "
+            "for --scope managed)",
+        )
+        sub.add_argument(
+            "--telemetry", metavar="SPEC", help="a telemetry sink for the hook (file:PATH)"
+        )
+        sub.add_argument(
+            "--timeout", type=int, default=30, help="seconds the CLI waits for the hook"
+        )
+    uninstall = actions.add_parser("uninstall", help="remove the hook's entries from settings")
+    clis = uninstall.add_subparsers(dest="hook_cli", required=True, metavar="CLI")
+    for cli in CLIS:
+        sub = clis.add_parser(cli, help=f"remove the {cli} hook's entries")
+        _target_options(sub, cli)
+
+
+def handle_main(words: list[str]) -> int | None:
+    """``hook <cli> ...`` parsed on its own (None: not an event to handle; the full parser)."""
+    if not words or words[0] not in CLIS:
+        return None
+    cli = words[0]
+    parser = argparse.ArgumentParser(prog=f"tool-failure-guard hook {cli}")
+    _handle_options(parser, cli)
+    args = parser.parse_args(words[1:])
+    args.hook_cli, args.hook_action = cli, "handle"
+    return run(args)
+
+
+def _handle_options(sub: argparse.ArgumentParser, cli: str) -> None:
+    sub.add_argument("--mode", default="shadow", choices=_MODES, help="the guard mode (shadow)")
+    sub.add_argument(
+        "--state-dir",
+        help=f"the private state folder (default $XDG_STATE_HOME/tool-failure-guard/hooks/{cli})",
+    )
+    sub.add_argument("--telemetry", metavar="SPEC", help="telemetry sink: file:PATH, otlp")
+
+
+def _target_options(sub: argparse.ArgumentParser, cli: str) -> None:
+    scopes = _module(cli).SCOPES
+    target = sub.add_mutually_exclusive_group(required=True)
+    target.add_argument(
+        "--scope",
+        choices=tuple(scopes),
+        help=", ".join(f"{name}: {path}" for name, path in scopes.items()),
+    )
+    target.add_argument("--settings", type=Path, metavar="FILE", help="a settings file")
+
+
+def _module(cli: str) -> Any:
+    return importlib.import_module(CLIS[cli])
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.target in ("install", "uninstall"):
-        return _edit(args)
-    module = _module(args.target)
-    if args.mode is None:
-        raise SystemExit("hook: --mode is required (off, shadow, warn or enforce)")
-    from tool_failure_guard.hooks.runner import run_hook
+    if args.hook_action == "handle":
+        from tool_failure_guard.guard import GuardMode
+        from tool_failure_guard.hooks.run import main
 
-    return run_hook(
-        module, GuardMode(args.mode), sys.stdin.buffer, sys.stdout, sys.stderr, os.environ
+        return main(args.hook_cli, GuardMode(args.mode), args.state_dir, args.telemetry)
+    from tool_failure_guard.hooks import install as installer
+
+    module = _module(args.hook_cli)
+    path = (
+        args.settings
+        if args.settings is not None
+        else Path(os.path.expanduser(module.SCOPES[args.scope]))
     )
+    try:
+        if args.hook_action == "uninstall":
+            changed = installer.uninstall(path, args.hook_cli)
+            print(
+                f"{'removed' if changed else 'nothing to remove'}: {args.hook_cli} hook in {path}"
+            )
+            return 0
+        state_dir = args.state_dir
+        if state_dir is None and args.scope != "managed":
+            from tool_failure_guard.hooks.state import default_state_dir
 
-
-def _module(name: str | None) -> Any:
-    if name not in CLIS:
-        raise SystemExit(f"hook: unknown CLI {name!r}; one of: {', '.join(CLIS)}")
-    return importlib.import_module(CLIS[name])
-
-
-def _edit(args: argparse.Namespace) -> int:
-    from tool_failure_guard.hooks import settings_merge
-
-    module = _module(args.cli)
-    if args.settings is None and args.scope is None:
-        raise SystemExit("hook: say where: --scope system or --settings FILE")
-    path = args.settings if args.settings is not None else Path(module.SYSTEM_SETTINGS)
-    document: dict[str, Any] = {}
-    if path.exists():
-        if path.stat().st_size > MAX_SETTINGS:
-            raise SystemExit(f"hook: {path} is larger than {MAX_SETTINGS} bytes")
-        loaded = json.loads(path.read_text(encoding="utf-8") or "{}")
-        if not isinstance(loaded, dict):
-            raise SystemExit(f"hook: {path} does not hold a JSON object")
-        document = loaded
-    if args.target == "install":
-        if args.mode is None:
-            raise SystemExit("hook install: --mode is required (off, shadow, warn or enforce)")
-        command = settings_merge.command_line(args.cli, args.mode)
-        document = settings_merge.install(document, args.cli, module.EVENTS, command, module.SWITCH)
-    else:
-        document = settings_merge.uninstall(document, args.cli)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(path.name + ".tfg-tmp")
-    temporary.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
-    os.replace(temporary, path)
-    print(f"{args.target}ed the {args.cli} hook in {path}")
+            state_dir = default_state_dir(args.hook_cli)
+        command = installer.hook_command(
+            args.hook_cli,
+            mode=args.mode,
+            executable=installer.running_executable(),
+            state_dir=state_dir.absolute() if state_dir is not None else None,
+            telemetry=args.telemetry,
+        )
+        entries = getattr(module, "settings_entries", None)
+        if entries is not None:
+            made = entries(command, args.timeout)
+        else:
+            made = installer.claude_style_entries(
+                command, module.EVENTS, module.TOOL_EVENTS, args.timeout
+            )
+        installer.install(path, made, args.hook_cli, pin=getattr(module, "PINNED_SETTINGS", None))
+    except (OSError, ValueError) as error:
+        print(f"tool-failure-guard hook {args.hook_action}: {error}", file=sys.stderr)
+        return 2
+    print(f"installed: {args.hook_cli} hook ({args.mode}) in {path}")
     return 0

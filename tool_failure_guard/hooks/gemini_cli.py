@@ -1,80 +1,87 @@
-"""The guard in Gemini CLI (0.61.0): observe per call, stop before the next request.
+"""What Gemini CLI (0.61.0) hook events mean to the guard: observe per call, stop before a request.
 
 What its hooks allow, observed headless (``docs/hooks.md``):
 
 - ``BeforeAgent`` fires once per prompt: a fresh guard;
-- ``AfterTool`` fires for each call that ran, concurrently for parallel
-  calls, with no call id: the call joins the prompt's open batch, typed by
-  :mod:`tool_failure_guard.agent_outcomes.gemini_cli` (calls refused before
-  running get no tool hook, so the guard never sees them);
+- ``AfterTool`` fires for each call that ran (concurrently for parallel
+  calls), with no call id: the call joins the prompt's open batch, named by
+  its place, typed by :func:`tool_failure_guard.agent_outcomes.gemini_cli.from_after_tool`.
+  A call refused before running (arguments that fail validation, an unknown
+  tool, a path outside the workspace) gets no tool hook: the guard never sees it;
 - ``BeforeModel`` fires before every model request, after every ``AfterTool``
-  of the batch: the open batch has settled and is reduced.  The enforce stop
-  answers ``decision: "deny"`` with the stop text: no request is made, and the
-  headless run reports "Agent execution blocked: <text>" as a warning.
+  of the batch: the open batch has settled and the core reduces it.  The
+  enforce stop answers ``{"decision": "deny", "reason": ...}``: no request is
+  made, and the headless run reports "Agent execution blocked: <reason>".
 
 No reminder: ``AfterTool``'s ``additionalContext`` reaches the model only on a
-result without error (dropped on exactly the failures the reminder is about),
-and ``BeforeModel`` can only replace the request with a lossy text-only form.
-So ``warn`` and ``shadow`` observe (and record) and change nothing the model
-sees; ``enforce`` stops where the seed stops, one batch after its (unsent)
-reminder.  Sans-IO: a payload and the stored state in, the new state and the
-answer out.
+result without error (it is dropped on exactly the failures the reminder is
+about), and ``BeforeModel`` can only replace the request with a lossy
+text-only form.  So ``warn`` and ``shadow`` observe and change nothing the
+model sees, and ``enforce`` stops where the seed stops: at the matching batch
+after the one that reached the threshold (whose reminder the model never got).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Final
 
 from tool_failure_guard.agent_outcomes.gemini_cli import from_after_tool
-from tool_failure_guard.core.actions import Stop
-from tool_failure_guard.guard import GuardMode
+from tool_failure_guard.core import FunctionCall, Stop
+from tool_failure_guard.hooks.claude_code import outcome_of
+from tool_failure_guard.hooks.events import Handled
+from tool_failure_guard.hooks.payload import text_field
+from tool_failure_guard.hooks.prompt import PromptSession
 
-from .batches import PromptState, RecordedCall, reduce
-
-CLI: Final = "gemini-cli"
+NAME: Final = "gemini-cli"
+ROUTE: Final = "gemini_cli_hook"
 EVENTS: Final = ("BeforeAgent", "AfterTool", "BeforeModel")
-Answer = dict[str, Any]
+TOOL_EVENTS: Final = ("AfterTool",)
+#: ``system`` is the operator's (read only when root owns the file and no folder above it is
+#: writable by group or others); ``user`` a trusted project can switch off.
+SCOPES: Final = {
+    "system": "/etc/gemini-cli/settings.json",
+    "user": "~/.gemini/settings.json",
+}
+#: Hooks on at the installed scope (the system scope's ``true`` wins over a trusted project's).
+PINNED_SETTINGS: Final = {"hooksConfig": {"enabled": True}}
+_MAX_NAME: Final = 512
+_NOTHING: Final = Handled()
 
 
-def stop_answer(reason: str) -> Answer:
-    return {"decision": "deny", "reason": reason}
+def settings_entries(command: str, timeout: int) -> dict[str, list[dict[str, Any]]]:
+    """One group per event; Gemini CLI reads a hook's ``timeout`` in milliseconds."""
+    hook = {"type": "command", "command": command, "timeout": timeout * 1000}
+    return {
+        event: [{**({"matcher": "*"} if event in TOOL_EVENTS else {}), "hooks": [dict(hook)]}]
+        for event in EVENTS
+    }
 
 
-def handle(
-    mode: GuardMode, payload: dict[str, Any], state: PromptState | None
-) -> tuple[PromptState | None, Answer | None]:
-    """One event: the state to keep (None: keep none) and the answer (None: say nothing)."""
-    if mode is GuardMode.OFF:
-        return state, None
+def stop_answer(stop: Stop) -> dict[str, Any]:
+    """``BeforeModel``'s refusal: no request is made; the reason is shown as a warning."""
+    return {"decision": "deny", "reason": stop.shown_text}
+
+
+def handle(payload: Mapping[str, Any], session: PromptSession) -> Handled:
+    """The meaning of one Gemini CLI hook event for ``session`` (updated in place)."""
     event = payload.get("hook_event_name")
     if event == "BeforeAgent":
-        stamp = payload.get("timestamp")
-        return PromptState(key=stamp[:64] if isinstance(stamp, str) else "prompt"), None
+        # no prompt id in Gemini CLI's payloads: the prompt's start names it
+        session.new_prompt(f"prompt@{text_field(payload, 'timestamp', limit=_MAX_NAME)}")
+        return _NOTHING
     if event == "AfterTool":
-        current = state or PromptState(key="prompt")
-        if current.stopped:
-            return current, None
-        tool = payload.get("tool_name")
-        if not isinstance(tool, str) or not tool:
-            raise ValueError("the AfterTool payload has no tool_name")
-        # no call id in the payload: the call's place in the prompt names it
-        call_id = f"call-{len(current.batches)}-{len(current.open)}"
+        tool = text_field(payload, "tool_name", limit=_MAX_NAME)
+        call_id = f"call-{len(session.batches)}-{len(session.failures)}"
         outcome = from_after_tool(tool, payload.get("tool_response"))
-        return current.record(RecordedCall.of(call_id, tool, outcome)), None
-    if event != "BeforeModel" or state is None or state.stopped:
-        return state, None
-    settled = state.settle()
-    if settled is state:
-        return state, None
-    action = reduce(mode, settled.batches)
-    if isinstance(action, Stop):
-        stopped = PromptState(key=settled.key, batches=settled.batches, stopped=True)
-        return stopped, stop_answer(action.shown_text)
-    return settled, None
-
-
-#: The operator's scope: Gemini CLI's system settings (read only when root owns the file and
-#: no folder above it is writable by group or others).
-SYSTEM_SETTINGS: Final = "/etc/gemini-cli/settings.json"
-#: Set at the installed scope: a trusted project's ``hooksConfig.enabled: false`` loses to it.
-SWITCH: Final = (("hooksConfig", "enabled"), True)
+        # the open batch's calls wait with the per-call records until the batch settles
+        session.record_failure(outcome_of(FunctionCall(call_id=call_id, name=tool), outcome))
+        return _NOTHING
+    if event != "BeforeModel" or not session.failures:
+        return _NOTHING
+    pending = list(session.failures.values())
+    session.failures = {}
+    settled = session.settle(pending)
+    if isinstance(settled.action, Stop):
+        return Handled(answer=stop_answer(settled.action), settled=settled, prompt_ended="end_turn")
+    return Handled(settled=settled)

@@ -1,101 +1,105 @@
-"""The guard in Qwen Code headless (``qwen -p``, 0.24.4): per-call batches, per-request submit.
+"""What Qwen Code headless (``qwen -p``, 0.24.4) hook events mean to the guard.
 
 Where the original's own guard does not run (it is ACP-only), its hooks carry
-everything the seed needs, observed in ``-p`` (``docs/hooks.md`` says which of
-this Qwen Code documents and which was only observed):
+everything the seed needs, observed in ``-p`` (``docs/hooks.md`` says which
+of this Qwen Code documents and which was only observed):
 
 - ``PostToolBatch`` fires once per *call* in ``-p`` (each call has its own
   scheduler), each entry with the specification's two axes as the original
-  set them (``status``, ``tool_response.error_type`` /
-  ``execution_status``): the call joins the prompt's open batch;
+  set them (``status``, ``tool_response.error_type`` / ``execution_status``,
+  read by :func:`tool_failure_guard.agent_outcomes.qwen_code.from_batch_call`):
+  the call joins the prompt's open batch (kept by call id with the session's
+  per-call records until the batch settles);
 - ``UserPromptSubmit`` fires before *every* model request: with a new
   ``prompt_id`` it starts a fresh guard; with the same one (``prompt: ""``)
-  it says the previous batch settled, so the batch is reduced and the answer
-  goes into the request about to be made: the reminder as
-  ``additionalContext`` (a ``<qwen:user-prompt-submit-context>`` user
-  message), or the stop as ``continue: false`` (no request is made; ``-p``
-  exits 0 with an empty result).
+  it says the open batch settled, so the core reduces it and the answer goes
+  into the request about to be made: the reminder as ``additionalContext``
+  (a ``<qwen:user-prompt-submit-context>`` user message), or the stop as
+  ``{"continue": false, "stopReason": ...}`` (no request is made; ``-p`` exits
+  0 with an empty result).
 
-Sans-IO: a payload and the stored :class:`~.batches.PromptState` in, the new
-state and the answer out.
+This module decides what an event means; :mod:`tool_failure_guard.hooks.run`
+adds the state file around it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Final
 
 from tool_failure_guard.agent_outcomes.qwen_code import from_batch_call
-from tool_failure_guard.core.actions import Stop
-from tool_failure_guard.guard import REPEATED_TOOL_FAILURE_REMINDER, GuardMode
+from tool_failure_guard.core import Continue, FunctionCall, Stop
+from tool_failure_guard.hooks.claude_code import outcome_of, reminder_answer, stop_answer
+from tool_failure_guard.hooks.events import Handled
+from tool_failure_guard.hooks.payload import PayloadError, text_field
+from tool_failure_guard.hooks.prompt import MAX_CALLS_PER_BATCH, PromptSession
 
-from .batches import PromptState, RecordedCall, reduce, reminds
-
-CLI: Final = "qwen-code"
-#: The events the hook is installed for, in the order they matter.
-EVENTS: Final = ("PostToolBatch", "UserPromptSubmit")
-SUBMIT: Final = "UserPromptSubmit"
-BATCH: Final = "PostToolBatch"
-Answer = dict[str, Any]
-
-
-def _text(payload: dict[str, Any], field: str) -> str:
-    value = payload.get(field)
-    if not isinstance(value, str) or not value:
-        raise ValueError(f"the {payload.get('hook_event_name')} payload has no {field}")
-    return value
-
-
-def stop_answer(reason: str) -> Answer:
-    return {"continue": False, "stopReason": reason}
-
-
-def reminder_answer() -> Answer:
-    context = {"hookEventName": SUBMIT, "additionalContext": REPEATED_TOOL_FAILURE_REMINDER}
-    return {"hookSpecificOutput": context}
+#: The CLI's name on the command line (``tool-failure-guard hook qwen-code``).
+NAME: Final = "qwen-code"
+#: The ``route`` of the hook's telemetry (``telemetry.names.HOOK_ROUTES``).
+ROUTE: Final = "qwen_code_hook"
+#: The events the hook is installed for (and the ones :func:`handle` reads).
+EVENTS: Final = ("UserPromptSubmit", "PostToolBatch")
+#: The events whose installed group has ``matcher: "*"`` (every tool).
+TOOL_EVENTS: Final = ("PostToolBatch",)
+#: ``hook install --scope``: ``system`` is the operator's (its hooks run whatever a project
+#: says, with ``disableAllHooks: false`` there); ``user`` a project can switch off.
+SCOPES: Final = {
+    "system": "/etc/qwen-code/settings.json",
+    "user": "~/.qwen/settings.json",
+}
+#: What installing sets beside the entries: hooks on at that scope (the system scope's
+#: ``false`` wins over a project's ``disableAllHooks: true``).
+PINNED_SETTINGS: Final = {"disableAllHooks": False}
+_MAX_NAME: Final = 512
+_NOTHING: Final = Handled()
 
 
-def handle(
-    mode: GuardMode, payload: dict[str, Any], state: PromptState | None
-) -> tuple[PromptState | None, Answer | None]:
-    """One event: the state to keep (None: keep none) and the answer (None: say nothing)."""
-    if mode is GuardMode.OFF:
-        return state, None
+def _batch_call(entry: Any, session: PromptSession) -> None:
+    if not isinstance(entry, dict):
+        raise PayloadError("PostToolBatch payload 'tool_calls' entries must be objects")
+    # tool_call_id is the provider's id (tool_use_id is the same in PostToolBatch)
+    key = "tool_call_id" if entry.get("tool_call_id") else "tool_use_id"
+    call = FunctionCall(
+        call_id=text_field(entry, key, limit=_MAX_NAME),
+        name=text_field(entry, "tool_name", limit=_MAX_NAME),
+    )
+    try:
+        outcome = from_batch_call(entry)
+    except ValueError as error:
+        raise PayloadError(f"PostToolBatch entry {call.call_id!r}: {error}") from None
+    # the open batch's calls wait with the per-call records until the batch settles
+    session.record_failure(outcome_of(call, outcome))
+
+
+def handle(payload: Mapping[str, Any], session: PromptSession) -> Handled:
+    """The meaning of one Qwen Code ``-p`` hook event for ``session`` (updated in place)."""
     event = payload.get("hook_event_name")
-    prompt_id = _text(payload, "prompt_id")
-    current = state if state is not None and state.key == prompt_id else None
-    if event == BATCH:
-        current = current or PromptState(key=prompt_id)
-        if current.stopped:
-            return current, None
-        calls = payload.get("tool_calls")
-        if not isinstance(calls, list):
-            raise ValueError("the PostToolBatch payload has no tool_calls list")
-        for entry in calls:
-            if not isinstance(entry, dict):
-                raise ValueError("a PostToolBatch tool_calls entry is not an object")
-            call_id = entry.get("tool_call_id") or entry.get("tool_use_id")
-            tool = entry.get("tool_name")
-            if not isinstance(call_id, str) or not isinstance(tool, str):
-                raise ValueError("a PostToolBatch entry has no tool_call_id or tool_name")
-            current = current.record(RecordedCall.of(call_id, tool, from_batch_call(entry)))
-        return current, None
-    if event != SUBMIT:
-        return state, None
-    if current is None:  # a new prompt: a fresh guard
-        return PromptState(key=prompt_id), None
-    if current.stopped:
-        return current, None
-    settled = current.settle()
-    if settled is current:
-        return current, None
-    action = reduce(mode, settled.batches)
+    prompt_id = text_field(payload, "prompt_id", limit=_MAX_NAME)
+    if event == "PostToolBatch":
+        session.enter_prompt(prompt_id)
+        entries = payload.get("tool_calls")
+        if not isinstance(entries, list):
+            raise PayloadError("PostToolBatch payload field 'tool_calls' must be a list")
+        if len(entries) > MAX_CALLS_PER_BATCH:
+            raise PayloadError(
+                f"PostToolBatch has {len(entries)} calls, more than the bound {MAX_CALLS_PER_BATCH}"
+            )
+        for entry in entries:
+            _batch_call(entry, session)
+        return _NOTHING
+    if event != "UserPromptSubmit" or session.enter_prompt(prompt_id):
+        return _NOTHING  # a new prompt's first request: a fresh guard
+    pending = list(session.failures.values())
+    if not pending:
+        return _NOTHING
+    session.failures = {}
+    settled = session.settle(pending)
+    action = settled.action
     if isinstance(action, Stop):
-        stopped = PromptState(key=settled.key, batches=settled.batches, stopped=True)
-        return stopped, stop_answer(action.shown_text)
-    return settled, reminder_answer() if reminds(action) else None
-
-
-#: The operator's scope: Qwen Code's system settings (its hooks run whatever a project says).
-SYSTEM_SETTINGS: Final = "/etc/qwen-code/settings.json"
-#: Set at the installed scope: a project's ``disableAllHooks: true`` cannot switch them off.
-SWITCH: Final = (("disableAllHooks",), False)
+        return Handled(answer=stop_answer(action), settled=settled, prompt_ended="end_turn")
+    if isinstance(action, Continue) and action.system_texts:
+        return Handled(
+            answer=reminder_answer("UserPromptSubmit", action.system_texts), settled=settled
+        )
+    return Handled(settled=settled)

@@ -91,9 +91,15 @@ def loop_log_body(loop_type: str) -> str:
 #: The route of the ACP session's foreground prompts.
 ROUTE: Final = "acp_foreground"
 #: The routes of the framework adapters (``tool_failure_guard.integrations``): one per host.
-FRAMEWORK_ROUTES: Final = frozenset({"pydantic_ai", "openai_agents", "langchain"})
-#: Every route the guard runs on: the ACP session's and each framework adapter's.
-GUARD_ROUTES: Final = frozenset({ROUTE}) | FRAMEWORK_ROUTES
+FRAMEWORK_ROUTES: Final = frozenset(
+    {"pydantic_ai", "openai_agents", "langchain", "claude_agent_sdk"}
+)
+#: The routes of the coding-CLI hooks (``tool_failure_guard.hooks``): one per CLI.
+HOOK_ROUTES: Final = frozenset(
+    {"claude_code_hook", "qwen_code_hook", "gemini_cli_hook", "codex_hook", "copilot_hook"}
+)
+#: Every route the guard runs on: the ACP session's, each framework adapter's, each hook's.
+GUARD_ROUTES: Final = frozenset({ROUTE}) | FRAMEWORK_ROUTES | HOOK_ROUTES
 #: The loop type of this guard's stop: OpenTelemetry only, never product analytics.
 REPEATED_TOOL_EXECUTION_FAILURE: Final = "repeated_tool_execution_failure"
 #: Loop types whose event must never reach the product-analytics destination.

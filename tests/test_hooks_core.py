@@ -1,0 +1,402 @@
+"""The hooks' shared core without a CLI: payload bound, state store, replay, fail open, install."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tool_failure_guard.guard import REPEATED_TOOL_FAILURE_REMINDER, GuardMode
+from tool_failure_guard.hooks import install as installer
+from tool_failure_guard.hooks.payload import MAX_PAYLOAD_BYTES, PayloadError, parse_payload
+from tool_failure_guard.hooks.prompt import PromptSession
+from tool_failure_guard.hooks.run import HookOptions, run_hook
+from tool_failure_guard.hooks.state import StateStore, session_file_name
+
+# -- payload ---------------------------------------------------------------------------
+
+
+def test_a_payload_past_the_bound_is_refused_naming_the_bound() -> None:
+    with pytest.raises(PayloadError, match=str(MAX_PAYLOAD_BYTES)):
+        parse_payload(b" " * (MAX_PAYLOAD_BYTES + 1))
+    with pytest.raises(PayloadError, match="not an object"):
+        parse_payload(b"[1, 2]")
+    with pytest.raises(PayloadError, match="not JSON"):
+        parse_payload(b"{nope")
+    assert parse_payload(b'{"a": 1}') == {"a": 1}
+
+
+# -- the state store ----------------------------------------------------------------------
+
+
+def test_state_folder_is_0700_and_files_0600_whatever_the_umask(tmp_path: Path) -> None:
+    old = os.umask(0)
+    try:
+        store = StateStore(tmp_path / "state")
+        with store.session("s1") as state:
+            state["x"] = 1
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "state").stat().st_mode) == 0o700
+    assert stat.S_IMODE(store.path_of("s1").stat().st_mode) == 0o600
+
+
+def test_unsafe_session_ids_become_hashed_file_names() -> None:
+    assert session_file_name("abc-123") == "abc-123.json"
+    for hostile in ("../../etc/passwd", "a/b", ".hidden", "x" * 300, ""):
+        name = session_file_name(hostile)
+        assert name.startswith("sha256-") and "/" not in name
+
+
+def _seeded(tmp_path: Path, content: bytes) -> tuple[StateStore, list[str]]:
+    said: list[str] = []
+    store = StateStore(tmp_path, warn=said.append)
+    with store.session("s") as state:
+        state["kept"] = True
+    store.path_of("s").write_bytes(content)
+    return store, said
+
+
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [(b"{not json", "damaged"), (b'{"version": 99, "state": {}}', "version"), (b"[]", "version")],
+)
+def test_a_damaged_file_starts_over_with_a_reason(
+    tmp_path: Path, content: bytes, reason: str
+) -> None:
+    store, said = _seeded(tmp_path, content)
+    with store.session("s") as state:
+        assert state == {}
+    assert len(said) == 1 and reason in said[0]
+    with store.session("s") as state:  # rewritten: no second warning
+        assert state == {}
+    assert len(said) == 1
+
+
+def test_a_stale_file_starts_over(tmp_path: Path) -> None:
+    said: list[str] = []
+    now = [1_000_000.0]
+    store = StateStore(tmp_path, stale_after_s=60, clock=lambda: now[0], warn=said.append)
+    with store.session("s") as state:
+        state["kept"] = True
+    os.utime(store.path_of("s"), (now[0] - 10, now[0] - 10))
+    with store.session("s") as state:
+        assert state == {"kept": True}
+    os.utime(store.path_of("s"), (now[0] - 61, now[0] - 61))
+    with store.session("s") as state:
+        assert state == {}
+    assert "stale" in said[0]
+
+
+def test_a_state_past_its_bound_is_written_empty(tmp_path: Path) -> None:
+    said: list[str] = []
+    store = StateStore(tmp_path, max_bytes=200, warn=said.append)
+    with store.session("s") as state:
+        state["big"] = "x" * 500
+    with store.session("s") as state:
+        assert state == {}
+    assert "larger than 200" in said[0]
+
+
+def test_a_block_that_raises_writes_nothing(tmp_path: Path) -> None:
+    store = StateStore(tmp_path)
+    with store.session("s") as state:
+        state["n"] = 1
+    with pytest.raises(RuntimeError), store.session("s") as state:
+        state["n"] = 2
+        raise RuntimeError("boom")
+    with store.session("s") as state:
+        assert state == {"n": 1}
+
+
+def test_a_symlinked_state_file_is_refused(tmp_path: Path) -> None:
+    store = StateStore(tmp_path / "state")
+    with store.session("other"):
+        pass
+    target = tmp_path / "elsewhere.json"
+    target.write_text("{}")
+    store.path_of("s").symlink_to(target)
+    with pytest.raises(OSError, match="symbolic link"), store.session("s"):
+        pass
+
+
+_COUNTER = """
+import sys
+from pathlib import Path
+from tool_failure_guard.hooks.state import StateStore
+store = StateStore(Path(sys.argv[1]))
+for _ in range(int(sys.argv[2])):
+    with store.session("shared") as state:
+        state["n"] = state.get("n", 0) + 1
+        state.setdefault("by", []).append(sys.argv[3])
+"""
+
+
+def test_concurrent_processes_lose_no_update(tmp_path: Path) -> None:
+    writers, each = 6, 25
+    procs = [
+        subprocess.Popen([sys.executable, "-c", _COUNTER, str(tmp_path), str(each), str(w)])
+        for w in range(writers)
+    ]
+    assert all(p.wait(timeout=120) == 0 for p in procs)
+    with StateStore(tmp_path).session("shared") as state:
+        assert state["n"] == writers * each
+        assert sorted(state["by"]) == sorted(str(w) for w in range(writers) for _ in range(each))
+
+
+# -- the prompt's replay through the core ---------------------------------------------------
+
+
+def _failure(call_id: str) -> dict[str, Any]:
+    return {
+        "hook_event_name": "PostToolUseFailure",
+        "session_id": "s",
+        "prompt_id": "p",
+        "tool_use_id": call_id,
+        "tool_name": "Read",
+        "error": "File does not exist. Note: your current working directory is /w.",
+        "is_interrupt": False,
+    }
+
+
+def _batch(*ids: str, prompt: str = "p") -> dict[str, Any]:
+    return {
+        "hook_event_name": "PostToolBatch",
+        "session_id": "s",
+        "prompt_id": prompt,
+        "tool_calls": [
+            {"tool_use_id": i, "tool_name": "Read", "tool_input": {}, "tool_response": "x"}
+            for i in ids
+        ],
+    }
+
+
+def _hook(tmp_path: Path, payload: Any, mode: str = "enforce") -> tuple[str, str]:
+    stdin = io.BytesIO(payload if isinstance(payload, bytes) else json.dumps(payload).encode())
+    stdout, stderr = io.StringIO(), io.StringIO()
+    options = HookOptions(cli="claude-code", mode=GuardMode(mode), state_dir=tmp_path / "st")
+    assert run_hook(options, stdin, stdout, stderr) == 0
+    return stdout.getvalue(), stderr.getvalue()
+
+
+def _failing_batch(tmp_path: Path, n: int, mode: str = "enforce", prompt: str = "p") -> str:
+    ids = [f"b{n}c{i}" for i in range(4)]
+    for call_id in ids:
+        assert _hook(tmp_path, dict(_failure(call_id), prompt_id=prompt), mode) == ("", "")
+    return _hook(tmp_path, _batch(*ids, prompt=prompt), mode)[0]
+
+
+def test_the_stored_batches_replay_to_the_cores_decisions(tmp_path: Path) -> None:
+    assert _failing_batch(tmp_path, 1) == ""
+    reminder = json.loads(_failing_batch(tmp_path, 2))
+    assert reminder["hookSpecificOutput"] == {
+        "hookEventName": "PostToolBatch",
+        "additionalContext": REPEATED_TOOL_FAILURE_REMINDER,
+    }
+    stop = json.loads(_failing_batch(tmp_path, 3))
+    assert stop["continue"] is False and "stopped" in stop["stopReason"]
+
+
+def test_a_new_prompt_id_is_a_fresh_guard(tmp_path: Path) -> None:
+    _failing_batch(tmp_path, 1)
+    assert _failing_batch(tmp_path, 2, prompt="q") == ""  # streak of prompt q: 1 batch
+    assert "additionalContext" in _failing_batch(tmp_path, 3, prompt="q")
+
+
+def test_user_prompt_submit_is_a_fresh_guard(tmp_path: Path) -> None:
+    _failing_batch(tmp_path, 1)
+    submit = {"hook_event_name": "UserPromptSubmit", "session_id": "s", "prompt_id": "p"}
+    _hook(tmp_path, submit)
+    assert _failing_batch(tmp_path, 2) == ""
+
+
+def test_warn_reminds_and_shadow_says_nothing(tmp_path: Path) -> None:
+    for mode in ("shadow", "warn"):
+        outs = [_failing_batch(tmp_path / mode, n, mode) for n in range(1, 6)]
+        if mode == "shadow":
+            assert outs == [""] * 5
+        else:
+            assert [bool(o) for o in outs] == [False, True, False, False, False]
+
+
+def test_calls_without_a_recorded_failure_are_successes_or_not_started() -> None:
+    from tool_failure_guard.hooks import claude_code
+
+    session = PromptSession(GuardMode.ENFORCE)
+    batch = _batch("a", "b", "c")
+    batch["tool_calls"][0]["tool_response"] = (
+        "<tool_use_error>InputValidationError: x</tool_use_error>"
+    )
+    batch["tool_calls"][1]["tool_response"] = (
+        "Claude requested permissions to use Read, but you haven't granted it yet."
+    )
+    handled = claude_code.handle(batch, session)
+    assert handled.answer is None
+    statuses = [(o.terminal_status, o.execution_status) for o in session.batches[0]]
+    assert statuses == [
+        ("error", "not_started"),
+        ("cancelled", "not_started"),
+        ("success", "success"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("tool", "error", "interrupt", "expected"),
+    [
+        ("Bash", "Exit code 3", False, ("error", "error", "shell_execute_error")),
+        ("Read", "File does not exist. Note: x", False, ("error", "error", "file_not_found")),
+        ("Edit", "String to replace not found in file.", False, ("error", "error", "unknown")),
+        ("Bash", "Exit code 1", True, ("cancelled", "cancelled", None)),
+    ],
+)
+def test_failure_texts_are_typed_or_unknown(
+    tool: str, error: str, interrupt: bool, expected: tuple[str, str, str | None]
+) -> None:
+    from tool_failure_guard.hooks import claude_code
+
+    session = PromptSession(GuardMode.ENFORCE)
+    payload = dict(_failure("a"), tool_name=tool, error=error, is_interrupt=interrupt)
+    claude_code.handle(payload, session)
+    outcome = session.failures["a"]
+    assert (outcome.terminal_status, outcome.execution_status, outcome.execution_error_type) == (
+        expected
+    )
+
+
+def test_off_touches_no_state(tmp_path: Path) -> None:
+    assert _hook(tmp_path, _failure("a"), "off") == ("", "")
+    assert not (tmp_path / "st").exists()
+
+
+# -- fail open -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [b"", b"not json", b"[]", b'{"hook_event_name": "PostToolBatch"}', b"x" * (5 << 20)],
+)
+def test_bad_input_fails_open(tmp_path: Path, payload: bytes) -> None:
+    out, err = _hook(tmp_path, payload)
+    assert out == ""
+    assert err.startswith("tool-failure-guard hook claude-code: failing open (")
+    assert err.count("\n") == 1
+
+
+def test_an_unusable_state_folder_fails_open(tmp_path: Path) -> None:
+    (tmp_path / "st").write_text("a file, not a folder")
+    out, err = _hook(tmp_path, _batch("a"))
+    assert out == "" and "failing open" in err
+
+
+def test_a_damaged_prompt_state_resets_the_streak(tmp_path: Path) -> None:
+    _failing_batch(tmp_path, 1)
+    path = StateStore(tmp_path / "st").path_of("s")
+    data = json.loads(path.read_text())
+    data["state"]["prompt"]["batches"] = [["not a call"]]
+    path.write_text(json.dumps(data))
+    ids = [f"x{i}" for i in range(4)]
+    said = [_hook(tmp_path, _failure(call_id))[1] for call_id in ids]
+    assert "state damaged" in said[0] and said[1:] == ["", "", ""]
+    assert _hook(tmp_path, _batch(*ids)) == ("", "")  # one batch after the reset: no reminder
+
+
+# -- install / uninstall -----------------------------------------------------------------------
+
+
+def _install(path: Path, mode: str) -> None:
+    command = installer.hook_command(
+        "claude-code", mode=mode, executable="/opt/x/bin/tool-failure-guard"
+    )
+    entries = installer.claude_style_entries(
+        command, ("UserPromptSubmit", "PostToolBatch"), ("PostToolBatch",), 30
+    )
+    installer.install(path, entries, "claude-code")
+
+
+def test_install_is_idempotent_keeps_everything_else_and_uninstall_removes_only_its_own(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "settings.json"
+    other = {"type": "command", "command": "/usr/bin/audit-hook"}
+    original = {
+        "model": "x",
+        "env": {"A": "1"},
+        "hooks": {
+            "PostToolBatch": [{"matcher": "*", "hooks": [other]}],
+            "Stop": [{"hooks": [other]}],
+        },
+    }
+    path.write_text(json.dumps(original))
+    os.chmod(path, 0o640)
+    _install(path, "warn")
+    once = path.read_text()
+    _install(path, "warn")
+    assert path.read_text() == once
+    _install(path, "enforce")
+    settings = json.loads(path.read_text())
+    commands = [h["command"] for g in settings["hooks"]["PostToolBatch"] for h in g["hooks"]]
+    assert commands[0] == "/usr/bin/audit-hook"
+    assert len(commands) == 2 and "--mode enforce" in commands[1]
+    assert settings["model"] == "x" and settings["env"] == {"A": "1"}
+    assert stat.S_IMODE(path.stat().st_mode) == 0o640
+    assert installer.uninstall(path, "claude-code") is True
+    assert json.loads(path.read_text()) == original
+    assert installer.uninstall(path, "claude-code") is False
+
+
+@pytest.mark.parametrize("content", ["[]", "{not json", '{"hooks": []}', '{"hooks": {"Stop": 1}}'])
+def test_a_settings_file_that_is_not_an_object_is_refused_untouched(
+    tmp_path: Path, content: str
+) -> None:
+    path = tmp_path / "settings.json"
+    path.write_text(content)
+    with pytest.raises(installer.SettingsError, match="left untouched"):
+        _install(path, "warn")
+    assert path.read_text() == content
+    assert [p.name for p in tmp_path.iterdir()] == ["settings.json"]
+
+
+def test_the_cli_installs_with_the_running_executable_and_the_mode(tmp_path: Path) -> None:
+    path = tmp_path / "s.json"
+    exe = Path(sys.executable).parent / "tool-failure-guard"
+    done = subprocess.run(
+        [
+            str(exe),
+            "hook",
+            "install",
+            "claude-code",
+            "--mode",
+            "warn",
+            "--settings",
+            str(path),
+            "--state-dir",
+            str(tmp_path / "st"),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "installed" in done.stdout
+    settings = json.loads(path.read_text())
+    assert set(settings["hooks"]) == {
+        "UserPromptSubmit",
+        "PostToolUseFailure",
+        "PostToolBatch",
+        "Stop",
+    }
+    command = settings["hooks"]["PostToolBatch"][0]["hooks"][0]["command"]
+    assert command.startswith(str(exe) + " hook claude-code --mode warn --state-dir ")
+    path.write_text("[]")
+    refused = subprocess.run(
+        [str(exe), "hook", "install", "claude-code", "--mode", "warn", "--settings", str(path)],
+        capture_output=True,
+        text=True,
+    )
+    assert refused.returncode == 2 and "not an object" in refused.stderr

@@ -1,0 +1,103 @@
+"""The command hook's telemetry: the same records as every host, route ``claude_code_hook``,
+written by the hook processes to the ``--telemetry file:`` sink the installer wrote, and
+read by ``tool-failure-guard rollout check``."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tool_failure_guard.commands.cli import main
+
+EXE = Path(sys.executable).parent / "tool-failure-guard"
+
+
+def _hook(payload: dict[str, Any], mode: str, state: Path, sink: Path) -> str:
+    env = dict(
+        os.environ,
+        OTEL_RESOURCE_ATTRIBUTES="deployment.environment=staging,enduser.pseudo.id=owner-3",
+    )
+    done = subprocess.run(
+        [
+            str(EXE),
+            "hook",
+            "claude-code",
+            "--mode",
+            mode,
+            "--state-dir",
+            str(state),
+            "--telemetry",
+            f"file:{sink}",
+        ],
+        input=json.dumps(payload),
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    )
+    assert "failing open" not in done.stderr, done.stderr
+    return done.stdout
+
+
+def _prompt(mode: str, state: Path, sink: Path, batches: int) -> list[str]:
+    session = f"session-{mode}"
+    base = {"session_id": session, "prompt_id": f"prompt-{mode}"}
+    _hook(dict(base, hook_event_name="UserPromptSubmit", prompt=""), mode, state, sink)
+    answers = []
+    for number in range(batches):
+        ids = [f"toolu_{number}_{i}" for i in range(4)]
+        for call_id in ids:
+            failure = dict(
+                base,
+                hook_event_name="PostToolUseFailure",
+                tool_use_id=call_id,
+                tool_name="Read",
+                error="File does not exist.",
+                is_interrupt=False,
+            )
+            _hook(failure, mode, state, sink)
+        calls = [{"tool_use_id": i, "tool_name": "Read", "tool_response": "x"} for i in ids]
+        answers.append(
+            _hook(dict(base, hook_event_name="PostToolBatch", tool_calls=calls), mode, state, sink)
+        )
+        if answers[-1].startswith('{"continue":false'):
+            return answers
+    _hook(dict(base, hook_event_name="Stop", stop_hook_active=False), mode, state, sink)
+    return answers
+
+
+def test_rollout_check_reads_what_the_hook_wrote(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sink = tmp_path / "hooks.jsonl"
+    for mode in ("shadow", "warn", "enforce"):
+        _prompt(mode, tmp_path / "state", sink, batches=3)
+    lines = [json.loads(line) for line in sink.read_text().splitlines()]
+    routes = {
+        attribute["value"]["stringValue"]
+        for line in lines
+        for resource in line.get("resourceMetrics", []) + line.get("resourceLogs", [])
+        for scope in resource.get("scopeMetrics", []) + resource.get("scopeLogs", [])
+        for item in scope.get("metrics", []) + scope.get("logRecords", [])
+        for point in (item.get("sum") or item.get("histogram") or {}).get("dataPoints", [item])
+        for attribute in point.get("attributes", [])
+        if attribute["key"] == "route"
+    }
+    assert routes == {"claude_code_hook"}
+    assert main(["rollout", "check", str(sink), "--json"]) == 1  # one day: may not advance
+    result = json.loads(capsys.readouterr().out)
+    assert result["refused"] is False
+    staging = result["environments"]["staging"]
+    # no user input reaches a headless run while it goes on: the prompt-only cohort
+    assert staging["prompt_only_prompts"] == 3
+    cohort = staging["cohorts"]["prompt-only"]
+    counts = (cohort["prompts"], cohort["would_warn"], cohort["would_stop"], cohort["stopped"])
+    assert counts == (3, 3, 2, 1)
+    violations = {name: inv["violations"] for name, inv in staging["invariants"].items()}
+    assert violations == dict.fromkeys(staging["invariants"], 0)

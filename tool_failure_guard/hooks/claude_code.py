@@ -1,0 +1,153 @@
+"""What Claude Code's hook events mean to the guard (the command hook and the SDK adapter).
+
+- ``UserPromptSubmit``, or an event of another ``prompt_id``: a fresh guard.
+- ``PostToolUseFailure``: the call ran and failed (or was interrupted): its
+  outcome is recorded by ``tool_use_id``, classified by
+  :func:`tool_failure_guard.agent_outcomes.claude_code.classify_hook_failure`;
+  nothing is answered (Claude Code ignores a stop from this event).
+- ``PostToolBatch``: the settled batch, once per model response, after every
+  call and its per-call hooks: each ``tool_calls[]`` entry with a recorded
+  failure is that failure, any other is refused-before-running or a success
+  (:func:`~tool_failure_guard.agent_outcomes.claude_code.classify_batch_entry`);
+  the core reduces the batch.  The reminder is answered as the batch's
+  ``additionalContext`` (Claude Code puts it in the very next request); the
+  enforce stop as ``{"continue": false, "stopReason": ...}`` (no further model
+  request; stream-json says ``terminal_reason: "hook_stopped"``).
+
+This module decides what an event means; :mod:`tool_failure_guard.hooks.run`
+adds the state file around it, the SDK adapter keeps the session in memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+from tool_failure_guard.agent_outcomes.claude_code import (
+    Outcome,
+    classify_batch_entry,
+    classify_hook_failure,
+    result_text,
+)
+from tool_failure_guard.core import (
+    TOOL_NOT_REGISTERED,
+    CallOutcome,
+    Continue,
+    FunctionCall,
+    Stop,
+    cancelled_during,
+    failed,
+    not_started,
+    rejected,
+    succeeded,
+    unknown_tool,
+)
+from tool_failure_guard.hooks.events import Handled
+from tool_failure_guard.hooks.payload import PayloadError, text_field
+from tool_failure_guard.hooks.prompt import MAX_CALLS_PER_BATCH, PromptSession
+
+#: The CLI's name on the command line (``tool-failure-guard hook claude-code``).
+NAME: Final = "claude-code"
+#: The ``route`` of the hook's telemetry (``telemetry.names.HOOK_ROUTES``).
+ROUTE: Final = "claude_code_hook"
+#: The events the hook is installed for (and the ones :func:`handle` reads); ``Stop`` ends a
+#: prompt that was not stopped (its telemetry record).
+EVENTS: Final = ("UserPromptSubmit", "PostToolUseFailure", "PostToolBatch", "Stop")
+#: The events whose installed group has ``matcher: "*"`` (every tool).
+TOOL_EVENTS: Final = ("PostToolUseFailure", "PostToolBatch")
+#: ``hook install --scope``: the operator's settings files (``managed`` wins over a project's
+#: ``disableAllHooks``; ``user`` does not).  ``~`` is the installing user's home.
+SCOPES: Final = {
+    "managed": "/etc/claude-code/managed-settings.json",
+    "user": "~/.claude/settings.json",
+}
+#: The most characters of a tool name or id read from a payload.
+_MAX_NAME: Final = 512
+_NOTHING: Final = Handled()
+
+
+def outcome_of(call: FunctionCall, outcome: Outcome) -> CallOutcome:
+    """The core's call outcome for one classified Claude Code result (text dropped)."""
+    status, execution, error_type = outcome.status, outcome.execution_status, outcome.error_type
+    if status == "cancelled":
+        return cancelled_during(call, "") if execution == "cancelled" else rejected(call, "")
+    if status == "success":
+        return succeeded(call)
+    if execution == "not_started":
+        if error_type == TOOL_NOT_REGISTERED:
+            return unknown_tool(call, "")
+        return not_started(call, error_type or "not_started", "")
+    return failed(call, error_type or "unknown", "")
+
+
+def reminder_answer(event: str, texts: tuple[str, ...]) -> dict[str, Any]:
+    """The answer that puts ``texts`` into the next request (``additionalContext``)."""
+    return {"hookSpecificOutput": {"hookEventName": event, "additionalContext": "\n\n".join(texts)}}
+
+
+def stop_answer(stop: Stop) -> dict[str, Any]:
+    """The answer that ends the run: no further model request."""
+    return {"continue": False, "stopReason": stop.shown_text}
+
+
+def _call(payload: Mapping[str, Any]) -> FunctionCall:
+    call_id = text_field(payload, "tool_use_id", limit=_MAX_NAME)
+    tool = text_field(payload, "tool_name", limit=_MAX_NAME)
+    return FunctionCall(call_id=call_id, name=tool)
+
+
+def handle(payload: Mapping[str, Any], session: PromptSession) -> Handled:
+    """The meaning of one Claude Code hook event for ``session`` (updated in place)."""
+    event = payload.get("hook_event_name")
+    prompt_id = payload.get("prompt_id")
+    prompt = prompt_id if isinstance(prompt_id, str) and prompt_id else None
+    if event == "UserPromptSubmit":
+        session.new_prompt(prompt)
+        return _NOTHING
+    if event == "PostToolUseFailure":
+        session.enter_prompt(prompt)
+        call = _call(payload)
+        error = payload.get("error")
+        text = error if isinstance(error, str) else ""
+        interrupted = payload.get("is_interrupt") is True
+        session.record_failure(
+            outcome_of(call, classify_hook_failure(call.name, text, is_interrupt=interrupted))
+        )
+        return _NOTHING
+    if event == "PostToolBatch":
+        session.enter_prompt(prompt)
+        return _batch(payload, session)
+    if event == "Stop" and session.prompt_id == prompt and session.batches:
+        return Handled(prompt_ended="end_turn")
+    return _NOTHING
+
+
+def _batch(payload: Mapping[str, Any], session: PromptSession) -> Handled:
+    entries = payload.get("tool_calls")
+    if not isinstance(entries, list):
+        raise PayloadError("PostToolBatch payload field 'tool_calls' must be a list")
+    if len(entries) > MAX_CALLS_PER_BATCH:
+        raise PayloadError(
+            f"PostToolBatch has {len(entries)} calls, more than the bound {MAX_CALLS_PER_BATCH}"
+        )
+    if not entries:
+        return _NOTHING
+    outcomes: list[CallOutcome] = []
+    for entry in entries:
+        if not isinstance(entry, dict):
+            raise PayloadError("PostToolBatch payload 'tool_calls' entries must be objects")
+        call = _call(entry)
+        recorded = session.take_failure(call.call_id)
+        if recorded is None:
+            text = result_text(entry.get("tool_response"))
+            recorded = outcome_of(call, classify_batch_entry(call.name, text))
+        outcomes.append(recorded)
+    settled = session.settle(outcomes)
+    action = settled.action
+    if isinstance(action, Stop):
+        return Handled(answer=stop_answer(action), settled=settled, prompt_ended="end_turn")
+    if isinstance(action, Continue) and action.system_texts:
+        return Handled(
+            answer=reminder_answer("PostToolBatch", action.system_texts), settled=settled
+        )
+    return Handled(settled=settled)

@@ -1,0 +1,19 @@
+"""The coding CLIs that can host the guard: CLI name -> the module that says what its events mean.
+
+One table, read by ``tool-failure-guard hook`` (its subcommands) and by the
+runner; importing it loads no hook module.  Each module has ``NAME``,
+``ROUTE`` (its telemetry route), ``EVENTS`` and ``TOOL_EVENTS`` (what the
+installer registers, ``matcher: "*"`` for the tool events, or a
+``settings_entries(command, timeout)`` of its own), ``SCOPES`` (``hook install
+--scope`` name -> settings file) and ``handle(payload, session) -> Handled``.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+HOOK_CLIS: Final[dict[str, str]] = {
+    "claude-code": "tool_failure_guard.hooks.claude_code",
+    "qwen-code": "tool_failure_guard.hooks.qwen_code",
+    "gemini-cli": "tool_failure_guard.hooks.gemini_cli",
+}

@@ -1,0 +1,70 @@
+"""The hook's telemetry: the same records and names as every host, under the hook's route.
+
+Imported only when the installed command line names a sink (``--telemetry
+file:PATH``): building one loads OpenTelemetry, which a hook without telemetry
+never pays for.  Each hook process builds the sink, reports what its event
+settled, and shuts the sink down (flushing it) while it still holds the
+session's lock, so two hooks of one session never interleave their lines.
+Telemetry never changes an answer: a failing sink is logged and ignored.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Final
+
+from tool_failure_guard.core import Stop
+from tool_failure_guard.hooks.events import Handled
+from tool_failure_guard.hooks.prompt import PromptSession
+from tool_failure_guard.integrations import _telemetry
+from tool_failure_guard.telemetry.build import build_telemetry
+from tool_failure_guard.telemetry.sink import OpenTelemetrySink
+
+LOGGER: Final = logging.getLogger("tool_failure_guard.hooks")
+#: The prompt record's ``tool_call_cap`` of a hook host, which has none (the CLI runs its own
+#: loop): the largest 32-bit count, so no prompt ever reads as having reached it.
+NO_TOOL_CALL_CAP: Final = 2**31 - 1
+
+
+def report_event(
+    spec: str, *, route: str, session: PromptSession, handled: Handled, wall_time_s: float
+) -> None:
+    """Report one event's settled batch and, when the prompt ended, its outcome record."""
+    telemetry = build_telemetry(spec)
+    try:
+        settled = handled.settled
+        prompt_id = session.prompt_id or "unknown"
+        if settled is not None and settled.batch is not None:
+            for outcome in settled.batch.settled():
+                _telemetry.report_settled(LOGGER, telemetry, outcome)
+            _telemetry.report_batch(
+                LOGGER,
+                telemetry,
+                prompt_id=prompt_id,
+                protection=settled.protection,
+                batch=settled.batch,
+                action=settled.action,
+                route=route,
+            )
+        if handled.prompt_ended is not None:
+            protection = session.protection
+            stop = protection.stopped
+            _telemetry.report_prompt_only_outcome(
+                LOGGER,
+                telemetry,
+                prompt_id=prompt_id,
+                route=route,
+                mode=session.mode,
+                stop_reason=handled.prompt_ended,
+                loop_type=stop.loop_type if isinstance(stop, Stop) else None,
+                model_turns=len(session.batches) + (0 if stop is not None else 1),
+                tool_calls=sum(len(batch) for batch in session.batches),
+                tool_call_cap=NO_TOOL_CALL_CAP,
+                batches=protection.batches,
+                input_tokens=None,
+                output_tokens=None,
+                wall_time_s=wall_time_s,
+            )
+    finally:
+        if isinstance(telemetry, OpenTelemetrySink):
+            telemetry.shutdown()

@@ -1,0 +1,138 @@
+"""The fail-open runner: one hook process, one event, the session's state under its lock.
+
+``tool-failure-guard hook <cli>`` reads one payload, lets the CLI's module say
+what the event means against the session's :class:`~tool_failure_guard.hooks.prompt.PromptSession`
+(loaded from and written back to its state file under an exclusive lock),
+reports telemetry, and writes the answer.  The mode comes from the command line
+only (the installer writes it there): a project's settings can put variables
+into a hook's environment, so no environment variable is read for it.
+
+Fail open: whatever goes wrong inside (a bad payload, an unusable state folder,
+a bug), the hook writes nothing on stdout, exits 0 and names the reason in one
+line on stderr, so the CLI goes on exactly as without the guard.  ``off`` reads
+the payload and answers nothing, touching no state.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from types import ModuleType
+from typing import IO, Any, Final, Protocol
+
+import attrs
+
+from tool_failure_guard.guard import GuardMode
+from tool_failure_guard.hooks.clis import HOOK_CLIS
+from tool_failure_guard.hooks.events import Handled
+from tool_failure_guard.hooks.payload import read_payload, text_field, write_answer
+from tool_failure_guard.hooks.prompt import PromptSession, StateDamaged
+from tool_failure_guard.hooks.state import StateStore, default_state_dir
+
+#: The key of the prompt's state inside a session's state file.
+_PROMPT_KEY: Final = "prompt"
+_STARTED_KEY: Final = "started"
+_STARTED_PROMPT_KEY: Final = "started_prompt"
+
+
+class CliModule(Protocol):
+    NAME: str
+    ROUTE: str
+
+    def handle(self, payload: Mapping[str, Any], session: PromptSession) -> Handled: ...
+
+
+def cli_module(cli: str) -> CliModule:
+    """The module of ``cli`` (a :class:`ValueError` naming the known ones otherwise)."""
+    name = HOOK_CLIS.get(cli)
+    if name is None:
+        raise ValueError(f"unknown CLI {cli!r}; known: {', '.join(sorted(HOOK_CLIS))}")
+    module: ModuleType = importlib.import_module(name)
+    return module
+
+
+@attrs.frozen(kw_only=True)
+class HookOptions:
+    """What the installed command line says: the mode, the state folder, the telemetry."""
+
+    cli: str
+    mode: GuardMode = GuardMode.SHADOW
+    state_dir: Path | None = None
+    telemetry: str | None = None  #: a ``--telemetry`` spec (``file:PATH``), or None
+
+
+def _say(cli: str, message: str, stderr: IO[str]) -> None:
+    print(f"tool-failure-guard hook {cli}: {message}", file=stderr)
+
+
+def run_hook(
+    options: HookOptions,
+    stdin: IO[bytes],
+    stdout: IO[str],
+    stderr: IO[str],
+    *,
+    clock: Callable[[], float] = time.time,
+) -> int:
+    """Handle one event; always exit 0 (fail open), the answer on ``stdout`` or nothing."""
+    cli = options.cli
+    try:
+        answer = _handle(options, stdin, stderr, clock)
+    except Exception as error:  # fail open: the CLI goes on as without the guard
+        reason = str(error).splitlines()[0] if str(error) else ""
+        _say(cli, f"failing open ({type(error).__name__}: {reason[:300]})", stderr)
+        return 0
+    try:
+        write_answer(answer, stdout)
+    except Exception as error:  # e.g. the CLI closed the pipe
+        _say(cli, f"could not write the answer ({type(error).__name__})", stderr)
+    return 0
+
+
+def _handle(
+    options: HookOptions, stdin: IO[bytes], stderr: IO[str], clock: Callable[[], float]
+) -> dict[str, Any] | None:
+    payload = read_payload(stdin)
+    if options.mode is GuardMode.OFF:
+        return None
+    module = cli_module(options.cli)
+    session_id = text_field(payload, "session_id")
+    directory = options.state_dir or default_state_dir(options.cli)
+    store = StateStore(directory, warn=lambda message: _say(options.cli, message, stderr))
+    with store.session(session_id) as state:
+        try:
+            session = PromptSession.from_state(options.mode, state.get(_PROMPT_KEY) or {})
+        except StateDamaged as damaged:
+            _say(options.cli, f"state damaged ({damaged}); the streak starts over", stderr)
+            session = PromptSession(options.mode)
+        handled = module.handle(payload, session)
+        if state.get(_STARTED_PROMPT_KEY) != session.prompt_id:
+            # a new prompt: when it started (its wall time, for telemetry)
+            state[_STARTED_PROMPT_KEY] = session.prompt_id
+            state[_STARTED_KEY] = clock()
+        state[_PROMPT_KEY] = session.to_state()
+        if options.telemetry is not None and (handled.settled or handled.prompt_ended):
+            from tool_failure_guard.hooks.report import report_event
+
+            started = state.get(_STARTED_KEY)
+            report_event(
+                options.telemetry,
+                route=module.ROUTE,
+                session=session,
+                handled=handled,
+                wall_time_s=max(0.0, clock() - started) if isinstance(started, float) else 0.0,
+            )
+    return handled.answer
+
+
+def main(cli: str, mode: GuardMode, state_dir: str | None, telemetry: str | None) -> int:
+    """The ``tool-failure-guard hook <cli>`` entry: stdin, stdout, stderr of the process."""
+    options = HookOptions(
+        cli=cli,
+        mode=mode,
+        state_dir=Path(state_dir) if state_dir else None,
+        telemetry=telemetry,
+    )
+    return run_hook(options, sys.stdin.buffer, sys.stdout, sys.stderr)
