@@ -261,3 +261,56 @@ def run_qwen(
         done = _run(argv, cwd=ws, env=run_env)
     requests = [body for body in fake.requests if body.get("tools")]
     return Run(root, ws, requests, done.stdout, done.stderr, done.returncode)
+
+
+# -- Copilot CLI -p (BYOK, offline) -----------------------------------------------------------
+
+
+def copilot_hooks(command: str, events: Sequence[str]) -> dict[str, Any]:
+    """A ``~/.copilot/hooks/*.json`` document running ``command`` on ``events``."""
+    return {
+        "version": 1,
+        "hooks": {
+            event: [{"type": "command", "bash": command, "timeoutSec": 30}] for event in events
+        },
+    }
+
+
+def run_copilot(
+    turns: Sequence[Turn] | Callable[[Path], Sequence[Turn]],
+    *,
+    hooks: Mapping[str, Any] | None = None,
+    env: Mapping[str, str] | None = None,
+    prompt: str = "Read missing.txt",
+    base: Path | None = None,
+) -> Run:
+    """``copilot -p PROMPT --allow-all-tools`` offline, BYOK at ``tests/openai_server.py``.
+
+    ``hooks`` goes to ``~/.copilot/hooks/guard.json`` (the personal scope).
+    """
+    from agent_clis import copilot_script
+    from openai_server import FakeOpenAI, serve
+
+    script = copilot_script()
+    root = Path(tempfile.mkdtemp(prefix="tfg-copilot-", dir=base))
+    ws = _workspace(root)
+    run_env = _base_env(root)
+    home = Path(run_env["HOME"])
+    if hooks is not None:
+        _write_json(home / ".copilot" / "hooks" / "guard.json", hooks)
+    played = turns(ws) if callable(turns) else turns
+    fake = FakeOpenAI(openai_turns_responder(played))
+    with serve(fake):
+        run_env.update(
+            {
+                "COPILOT_OFFLINE": "true",
+                "COPILOT_PROVIDER_BASE_URL": fake.base_url,
+                "COPILOT_PROVIDER_API_KEY": "sk-fake-key",
+                "COPILOT_MODEL": "test-model",
+            }
+        )
+        run_env.update(env or {})
+        argv = ["node", str(script), "-p", prompt, "--allow-all-tools"]
+        done = _run(argv, cwd=ws, env=run_env)
+    requests = [body for body in fake.requests if body.get("tools")]
+    return Run(root, ws, requests, done.stdout, done.stderr, done.returncode)
