@@ -314,3 +314,66 @@ def run_copilot(
         done = _run(argv, cwd=ws, env=run_env)
     requests = [body for body in fake.requests if body.get("tools")]
     return Run(root, ws, requests, done.stdout, done.stderr, done.returncode)
+
+
+# -- Codex CLI exec --------------------------------------------------------------------------
+
+
+def codex_hooks(command: str, events: Sequence[str]) -> dict[str, Any]:
+    """A ``$CODEX_HOME/hooks.json`` document running ``command`` on ``events``."""
+    return {
+        "hooks": {
+            event: [{"matcher": "*", "hooks": [{"type": "command", "command": command}]}]
+            for event in events
+        }
+    }
+
+
+def run_codex(
+    turns: Sequence[Turn],
+    *,
+    hooks: Mapping[str, Any] | None = None,
+    env: Mapping[str, str] | None = None,
+    prompt: str = "Read missing.txt",
+    base: Path | None = None,
+) -> Run:
+    """``codex exec --json`` at :mod:`agent_fakes.openai_responses`; ``hooks`` in
+    ``$CODEX_HOME/hooks.json``, run without the per-hook trust prompt
+    (``--dangerously-bypass-hook-trust``: these are the test's own hooks)."""
+    from agent_clis import codex_script
+    from agent_fakes.openai_responses import FakeResponses, serve_responses
+
+    script = codex_script()
+    root = Path(tempfile.mkdtemp(prefix="tfg-codex-", dir=base))
+    ws = _workspace(root)
+    run_env = _base_env(root)
+    codex_home = root / "codex-home"
+    codex_home.mkdir()
+    if hooks is not None:
+        _write_json(codex_home / "hooks.json", hooks)
+    fake = FakeResponses(turns, final="Done.")
+    with serve_responses(fake):
+        config = [
+            'model = "test-model"',
+            'model_provider = "fake"',
+            "[model_providers.fake]",
+            'name = "fake"',
+            f'base_url = "{fake.base_url}"',
+            'wire_api = "responses"',
+            'env_key = "FAKE_API_KEY"',
+            "request_max_retries = 0",
+            "stream_max_retries = 0",
+            "",
+        ]
+        (codex_home / "config.toml").write_text("\n".join(config), encoding="utf-8")
+        run_env.update({"CODEX_HOME": str(codex_home), "FAKE_API_KEY": "sk-fake-key"})
+        run_env.update(env or {})
+        argv = ["node", str(script), "exec", "--json", "--skip-git-repo-check"]
+        argv += ["--dangerously-bypass-hook-trust", "-s", "read-only", prompt]
+        done = _run(argv, cwd=ws, env=run_env)
+    requests = [
+        body
+        for method, path, body in fake.recorder.requests
+        if method == "POST" and path.split("?")[0].endswith("/responses")
+    ]
+    return Run(root, ws, requests, done.stdout, done.stderr, done.returncode)
