@@ -238,11 +238,16 @@ def _install(*words: str) -> None:
 @pytest.mark.parametrize(
     ("cli", "pin", "events", "timeout"),
     [
-        ("qwen-code", {"disableAllHooks": False}, {"UserPromptSubmit", "PostToolBatch"}, 30),
+        (
+            "qwen-code",
+            {"disableAllHooks": False},
+            {"UserPromptSubmit", "PostToolBatch", "Stop"},
+            30,
+        ),
         (
             "gemini-cli",
             {"hooksConfig": {"enabled": True, "notifications": True}},
-            {"BeforeAgent", "AfterTool", "BeforeModel"},
+            {"BeforeAgent", "AfterTool", "BeforeModel", "AfterAgent"},
             30_000,
         ),
     ],
@@ -279,3 +284,79 @@ def test_install_pins_hooks_on_idempotently_and_uninstall_takes_only_ours(
     _install("uninstall", cli, "--settings", str(settings))
     after = json.loads(settings.read_text(encoding="utf-8"))
     assert after["hooks"] == {"AfterTool": [other]}  # only ours removed
+
+
+# -- telemetry -------------------------------------------------------------------------------
+
+
+def _routes(sink: Path) -> set[str]:
+    lines = [json.loads(line) for line in sink.read_text(encoding="utf-8").splitlines()]
+    return {
+        attribute["value"]["stringValue"]
+        for line in lines
+        for resource in line.get("resourceMetrics", []) + line.get("resourceLogs", [])
+        for scope in resource.get("scopeMetrics", []) + resource.get("scopeLogs", [])
+        for item in scope.get("metrics", []) + scope.get("logRecords", [])
+        for point in (item.get("sum") or item.get("histogram") or {}).get("dataPoints", [item])
+        for attribute in point.get("attributes", [])
+        if attribute["key"] == "route"
+    }
+
+
+def _told(tmp_path: Path, cli: str, payload: Any, mode: str, sink: Path) -> str:
+    stdin = io.BytesIO(json.dumps(payload).encode())
+    stdout, stderr = io.StringIO(), io.StringIO()
+    options = HookOptions(
+        cli=cli, mode=GuardMode(mode), state_dir=tmp_path / mode, telemetry=f"file:{sink}"
+    )
+    assert run_hook(options, stdin, stdout, stderr) == 0
+    assert "failing open" not in stderr.getvalue(), stderr.getvalue()
+    return stdout.getvalue()
+
+
+def _events(cli: str, mode: str) -> tuple[dict[str, Any], list[dict[str, Any]], Any, Any]:
+    """(prompt start, one failing batch's per-call events, batch boundary, prompt end)."""
+    if cli == "qwen-code":
+        prompt = f"s########{len(mode)}"  # shadow 6, warn 4, enforce 7
+        calls = [_qwen_batch(f"c{i}", prompt) for i in range(4)]  # ids made unique below
+        end = dict(_submit(prompt), hook_event_name="Stop")
+        return _submit(prompt, "Read it"), calls, _submit(prompt), end
+    failure = {"error": {"type": "file_not_found"}}
+    calls = [_gemini("AfterTool", tool_name="read_file", tool_response=failure)] * 4
+    end = _gemini("AfterAgent", prompt="Read", prompt_response="gave up")
+    start = _gemini("BeforeAgent", prompt="Read", timestamp=mode)
+    return start, calls, _gemini("BeforeModel", llm_request={}), end
+
+
+@pytest.mark.parametrize("cli", ["qwen-code", "gemini-cli"])
+def test_the_hooks_report_on_their_routes_and_rollout_reads_them(
+    tmp_path: Path, cli: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tool_failure_guard.commands.cli import main
+
+    resource = "deployment.environment=staging,enduser.pseudo.id=owner-3"
+    monkeypatch.setenv("OTEL_RESOURCE_ATTRIBUTES", resource)
+    sink = tmp_path / "hooks.jsonl"
+    for mode in ("shadow", "warn", "enforce"):
+        start, calls, boundary, end = _events(cli, mode)
+        _told(tmp_path, cli, start, mode, sink)
+        stopped = False
+        for n in range(3):
+            for call in calls:
+                if "tool_calls" in call:  # Qwen Code: a call id per batch
+                    entry = dict(call["tool_calls"][0])
+                    entry["tool_call_id"] = entry["tool_use_id"] = f"b{n}{entry['tool_use_id']}"
+                    call = dict(call, tool_calls=[entry])
+                _told(tmp_path, cli, call, mode, sink)
+            stopped = '"continue":false' in _told(tmp_path, cli, boundary, mode, sink) or (stopped)
+        if not stopped:
+            _told(tmp_path, cli, end, mode, sink)
+    assert _routes(sink) == {cli.replace("-", "_") + "_hook"}
+    assert main(["rollout", "check", str(sink), "--json"]) == 1  # one day: may not advance
+    staging = json.loads(capsys.readouterr().out)["environments"]["staging"]
+    assert staging["prompt_only_prompts"] == 3
+    cohort = staging["cohorts"]["prompt-only"]
+    counts = (cohort["prompts"], cohort["would_warn"], cohort["would_stop"], cohort["stopped"])
+    assert counts == (3, 3, 2, 1)
+    violations = {name: inv["violations"] for name, inv in staging["invariants"].items()}
+    assert violations == dict.fromkeys(staging["invariants"], 0)

@@ -11,7 +11,8 @@ What its hooks allow, observed headless (``docs/hooks.md``):
 - ``BeforeModel`` fires before every model request, after every ``AfterTool``
   of the batch: the open batch has settled and the core reduces it.  The
   enforce stop answers ``{"decision": "deny", "reason": ...}``: no request is
-  made, and the headless run reports "Agent execution blocked: <reason>".
+  made, and the headless run reports "Agent execution blocked: <reason>";
+- ``AfterAgent`` fires after the final answer: it ends the prompt's telemetry record.
 
 No reminder: ``AfterTool``'s ``additionalContext`` reaches the model only on a
 result without error (it is dropped on exactly the failures the reminder is
@@ -23,6 +24,7 @@ after the one that reached the threshold (whose reminder the model never got).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -35,7 +37,8 @@ from tool_failure_guard.hooks.prompt import PromptSession
 
 NAME: Final = "gemini-cli"
 ROUTE: Final = "gemini_cli_hook"
-EVENTS: Final = ("BeforeAgent", "AfterTool", "BeforeModel")
+#: ``AfterAgent`` (after the final answer) ends a prompt that was not stopped (telemetry).
+EVENTS: Final = ("BeforeAgent", "AfterTool", "BeforeModel", "AfterAgent")
 TOOL_EVENTS: Final = ("AfterTool",)
 #: ``system`` is the operator's (read only when root owns the file and no folder above it is
 #: writable by group or others); ``user`` a trusted project can switch off.
@@ -47,6 +50,7 @@ SCOPES: Final = {
 PINNED_SETTINGS: Final = {"hooksConfig": {"enabled": True}}
 _MAX_NAME: Final = 512
 _NOTHING: Final = Handled()
+_NOT_ID: Final = re.compile(r"[^A-Za-z0-9._:-]")
 
 
 def settings_entries(command: str, timeout: int) -> dict[str, list[dict[str, Any]]]:
@@ -67,8 +71,10 @@ def handle(payload: Mapping[str, Any], session: PromptSession) -> Handled:
     """The meaning of one Gemini CLI hook event for ``session`` (updated in place)."""
     event = payload.get("hook_event_name")
     if event == "BeforeAgent":
-        # no prompt id in Gemini CLI's payloads: the prompt's start names it
-        session.new_prompt(f"prompt@{text_field(payload, 'timestamp', limit=_MAX_NAME)}")
+        # no prompt id in Gemini CLI's payloads: the prompt's start time names it, in the
+        # telemetry's id alphabet (letters, digits, ``._:-``)
+        stamp = _NOT_ID.sub("_", text_field(payload, "timestamp", limit=_MAX_NAME))
+        session.new_prompt(f"gemini-{stamp}"[:128])
         return _NOTHING
     if event == "AfterTool":
         tool = text_field(payload, "tool_name", limit=_MAX_NAME)
@@ -76,6 +82,10 @@ def handle(payload: Mapping[str, Any], session: PromptSession) -> Handled:
         outcome = from_after_tool(tool, payload.get("tool_response"))
         # the open batch's calls wait with the per-call records until the batch settles
         session.record_failure(outcome_of(FunctionCall(call_id=call_id, name=tool), outcome))
+        return _NOTHING
+    if event == "AfterAgent":
+        if session.batches and session.protection.stopped is None:
+            return Handled(prompt_ended="end_turn")
         return _NOTHING
     if event != "BeforeModel" or not session.failures:
         return _NOTHING

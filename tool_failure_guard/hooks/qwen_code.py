@@ -16,7 +16,8 @@ of this Qwen Code documents and which was only observed):
   into the request about to be made: the reminder as ``additionalContext``
   (a ``<qwen:user-prompt-submit-context>`` user message), or the stop as
   ``{"continue": false, "stopReason": ...}`` (no request is made; ``-p`` exits
-  0 with an empty result).
+  0 with an empty result);
+- ``Stop`` fires after the final answer: it ends the prompt's telemetry record.
 
 This module decides what an event means; :mod:`tool_failure_guard.hooks.run`
 adds the state file around it.
@@ -38,8 +39,9 @@ from tool_failure_guard.hooks.prompt import MAX_CALLS_PER_BATCH, PromptSession
 NAME: Final = "qwen-code"
 #: The ``route`` of the hook's telemetry (``telemetry.names.HOOK_ROUTES``).
 ROUTE: Final = "qwen_code_hook"
-#: The events the hook is installed for (and the ones :func:`handle` reads).
-EVENTS: Final = ("UserPromptSubmit", "PostToolBatch")
+#: The events the hook is installed for (and the ones :func:`handle` reads); ``Stop`` (after
+#: the final answer) ends a prompt that was not stopped (its telemetry record).
+EVENTS: Final = ("UserPromptSubmit", "PostToolBatch", "Stop")
 #: The events whose installed group has ``matcher: "*"`` (every tool).
 TOOL_EVENTS: Final = ("PostToolBatch",)
 #: ``hook install --scope``: ``system`` is the operator's (its hooks run whatever a project
@@ -87,6 +89,11 @@ def handle(payload: Mapping[str, Any], session: PromptSession) -> Handled:
             )
         for entry in entries:
             _batch_call(entry, session)
+        return _NOTHING
+    if event == "Stop":
+        ended = session.prompt_id == prompt_id and session.batches
+        if ended and session.protection.stopped is None:
+            return Handled(prompt_ended="end_turn")
         return _NOTHING
     if event != "UserPromptSubmit" or session.enter_prompt(prompt_id):
         return _NOTHING  # a new prompt's first request: a fresh guard
