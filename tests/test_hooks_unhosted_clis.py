@@ -1,13 +1,14 @@
-"""Why no guard hook ships for the Copilot CLI or the Codex CLI, in the real CLIs.
+"""What the Copilot CLI's and the Codex CLI's hooks cannot do, in the real CLIs.
 
-``docs/hooks-clis.md`` says neither gets a guard hook.  The Copilot CLI
-1.0.102's failure hook's ``additionalContext`` reaches the next request, but no
-payload names a call or a batch (the seed's thresholds count batches), and no
-answer stops the run.  The Codex CLI 0.169.0 has no failure event: its
-``PostToolUse`` gives the output text only (no exit code), and ``continue:
-false`` only replaces the call's output.  These tests keep those claims true
-for the pinned versions: a logging hook answers every call with a marker and
-``continue: false``, and each run goes on to its final answer.
+``docs/hooks-clis.md`` says the Copilot CLI gets no guard hook and the Codex
+CLI only a late reminder.  The Copilot CLI 1.0.102's failure hook's
+``additionalContext`` reaches the next request, but no payload names a call or
+a batch (the seed's thresholds count batches), and no answer stops the run.
+The Codex CLI 0.169.0 has no failure event: its ``PostToolUse`` gives the
+output text only (no exit code), and ``continue: false`` only replaces the
+call's output.  These tests keep those claims true for the pinned versions: a
+logging hook answers every call with a marker and ``continue: false``, and each
+run goes on to its final answer.
 """
 
 from __future__ import annotations
