@@ -27,7 +27,7 @@ $(STAMP): pyproject.toml
 	  || echo "warning: could not install graphviz; SVG rendering will be skipped"; }
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev,agent,rollout,clickhouse,pydantic-ai,openai-agents,langchain]'
+	$(BIN)/pip install -q -e '.[dev,agent,rollout,clickhouse,pydantic-ai,openai-agents,langchain,claude-agent-sdk]'
 	@touch $(STAMP)
 
 $(MCP_STAMP): $(MCP_SERVERS)/package.json $(MCP_SERVERS)/package-lock.json
@@ -83,6 +83,7 @@ test: lint typecheck $(STAMP) $(MCP_STAMP) $(CLIENTS_STAMP) $(AGENTS_STAMP)
 bench: $(STAMP)
 	$(BIN)/tool-failure-guard bench
 	$(BIN)/python -m tool_failure_guard.rollout.bench
+	$(BIN)/python -m benches.hooks
 
 # How the rollout analysis's cost grows, 100k -> 1M prompts (docs/rollout.md section 8):
 # DuckDB only and one repetition by default, since 1M prompts are 4.7 GB of OTLP JSON.

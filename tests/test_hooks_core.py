@@ -239,7 +239,7 @@ def test_calls_without_a_recorded_failure_are_successes_or_not_started() -> None
     )
     handled = claude_code.handle(batch, session)
     assert handled.answer is None
-    statuses = [(o.terminal_status, o.execution_status) for o in session.batches[0]]
+    statuses = [(row[4], row[5]) for row in session.batches[0]]
     assert statuses == [
         ("error", "not_started"),
         ("cancelled", "not_started"),
@@ -264,10 +264,11 @@ def test_failure_texts_are_typed_or_unknown(
     session = PromptSession(GuardMode.ENFORCE)
     payload = dict(_failure("a"), tool_name=tool, error=error, is_interrupt=interrupt)
     claude_code.handle(payload, session)
-    outcome = session.failures["a"]
-    assert (outcome.terminal_status, outcome.execution_status, outcome.execution_error_type) == (
-        expected
+    claude_code.handle(
+        dict(_batch("a"), tool_calls=[dict(_batch("a")["tool_calls"][0], tool_name=tool)]), session
     )
+    row = session.batches[0][0]  # call id, name, tool, tool type, terminal, execution, type, ...
+    assert (row[4], row[5], row[6]) == expected
 
 
 def test_off_touches_no_state(tmp_path: Path) -> None:
@@ -385,14 +386,29 @@ def test_the_cli_installs_with_the_running_executable_and_the_mode(tmp_path: Pat
     )
     assert "installed" in done.stdout
     settings = json.loads(path.read_text())
-    assert set(settings["hooks"]) == {
-        "UserPromptSubmit",
-        "PostToolUseFailure",
-        "PostToolBatch",
-        "Stop",
-    }
+    # Stop only gives the telemetry's prompt record: installed only with --telemetry
+    assert set(settings["hooks"]) == {"UserPromptSubmit", "PostToolUseFailure", "PostToolBatch"}
     command = settings["hooks"]["PostToolBatch"][0]["hooks"][0]["command"]
     assert command.startswith(str(exe) + " hook claude-code --mode warn --state-dir ")
+    with_sink = [
+        str(exe),
+        "hook",
+        "install",
+        "claude-code",
+        "--mode",
+        "warn",
+        "--settings",
+        str(path),
+        "--telemetry",
+        f"file:{tmp_path / 't.jsonl'}",
+    ]
+    subprocess.run(with_sink, capture_output=True, check=True)
+    settings = json.loads(path.read_text())
+    assert "Stop" in settings["hooks"] and len(settings["hooks"]["PostToolBatch"]) == 1
+    assert "--telemetry file:" in settings["hooks"]["Stop"][0]["hooks"][0]["command"]
+    uninstall = [str(exe), "hook", "uninstall", "claude-code", "--settings", str(path)]
+    assert "removed" in subprocess.run(uninstall, capture_output=True, text=True).stdout
+    assert json.loads(path.read_text()) == {"hooks": {}}
     path.write_text("[]")
     refused = subprocess.run(
         [str(exe), "hook", "install", "claude-code", "--mode", "warn", "--settings", str(path)],

@@ -27,6 +27,7 @@ PARTS: Final[dict[str, str]] = {
     "pydantic-ai": "tool_failure_guard.integrations.pydantic_ai",
     "langchain": "tool_failure_guard.integrations.langchain",
     "openai-agents": "tool_failure_guard.integrations.openai_agents",
+    "claude-agent-sdk": "tool_failure_guard.integrations.claude_agent_sdk",
     "eval": "the real-model evaluation",
 }
 

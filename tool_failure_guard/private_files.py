@@ -14,7 +14,11 @@ import contextlib
 import os
 import stat
 from pathlib import Path
-from typing import BinaryIO, TextIO
+
+# no `typing` at run time: the hook's start-up is its cost (TYPE_CHECKING as mypy reads it)
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import BinaryIO, TextIO
 
 PRIVATE_DIR_MODE = 0o700
 PRIVATE_FILE_MODE = 0o600

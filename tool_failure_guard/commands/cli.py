@@ -8,11 +8,15 @@ statemachine engine) inside ``run``: ``replay`` never pays for them.
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import sys
-from collections.abc import Sequence
-from types import ModuleType
+
+# no `typing` at run time: the hook's start-up is its cost (TYPE_CHECKING as mypy reads it)
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Sequence
+    from types import ModuleType
 
 #: subcommand -> its module (in this room, :mod:`tool_failure_guard.commands`)
 SUBCOMMANDS: dict[str, str] = {
@@ -39,6 +43,8 @@ _HELP = {
 
 
 def build_parser() -> argparse.ArgumentParser:
+    import argparse
+
     from tool_failure_guard._version import installed_version
 
     parser = argparse.ArgumentParser(

@@ -13,14 +13,18 @@ This module imports nothing heavy: ``hook <cli>`` runs once per hook event.
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import os
 import sys
 from pathlib import Path
-from typing import Any
 
 from tool_failure_guard.hooks.clis import HOOK_CLIS
+
+# no `typing` at run time: the hook's start-up is its cost (TYPE_CHECKING as mypy reads it)
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
+    from typing import Any
 
 HELP = "the guard as a coding CLI's hook: handle an event, install, uninstall"
 
@@ -69,16 +73,49 @@ def configure(parser: argparse.ArgumentParser) -> None:
         _target_options(sub, cli)
 
 
+#: The options of ``hook <cli>``, each taking one value.
+_HANDLE_OPTIONS = ("--mode", "--state-dir", "--telemetry")
+
+
 def handle_main(words: list[str]) -> int | None:
-    """``hook <cli> ...`` parsed on its own (None: not an event to handle; the full parser)."""
+    """``hook <cli> ...`` on its own (None: not an event to handle; the full parser).
+
+    No ``argparse``: the hook runs once per event, and its start-up is its cost.  A
+    command line it cannot read is a configuration error, reported on stderr, and the
+    exit status stays 0 (fail open: Claude Code reads exit 2 from some events as a
+    stop).
+    """
     if not words or words[0] not in CLIS:
         return None
     cli = words[0]
-    parser = argparse.ArgumentParser(prog=f"tool-failure-guard hook {cli}")
-    _handle_options(parser, cli)
-    args = parser.parse_args(words[1:])
-    args.hook_cli, args.hook_action = cli, "handle"
-    return run(args)
+    values: dict[str, str] = {}
+    rest = words[1:]
+    while rest:
+        word = rest.pop(0)
+        if word in ("-h", "--help"):
+            print(
+                f"usage: tool-failure-guard hook {cli} [--mode {{{','.join(_MODES)}}}] "
+                "[--state-dir DIR] [--telemetry SPEC]  (the payload on stdin)"
+            )
+            return 0
+        name, equals, value = word.partition("=")
+        if name not in _HANDLE_OPTIONS or (not equals and not rest):
+            return _bad_command_line(cli, f"unexpected {word!r}")
+        values[name] = value if equals else rest.pop(0)
+    mode = values.get("--mode", "shadow")
+    if mode not in _MODES:
+        return _bad_command_line(cli, f"--mode {mode!r} is not one of {', '.join(_MODES)}")
+    from tool_failure_guard.hooks.run import main
+
+    return main(cli, mode, values.get("--state-dir"), values.get("--telemetry"))
+
+
+def _bad_command_line(cli: str, problem: str) -> int:
+    print(
+        f"tool-failure-guard hook {cli}: failing open (bad command line: {problem})",
+        file=sys.stderr,
+    )
+    return 0
 
 
 def _handle_options(sub: argparse.ArgumentParser, cli: str) -> None:
@@ -107,10 +144,9 @@ def _module(cli: str) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     if args.hook_action == "handle":
-        from tool_failure_guard.guard import GuardMode
         from tool_failure_guard.hooks.run import main
 
-        return main(args.hook_cli, GuardMode(args.mode), args.state_dir, args.telemetry)
+        return main(args.hook_cli, args.mode, args.state_dir, args.telemetry)
     from tool_failure_guard.hooks import install as installer
 
     module = _module(args.hook_cli)
@@ -139,13 +175,14 @@ def run(args: argparse.Namespace) -> int:
             telemetry=args.telemetry,
         )
         entries = getattr(module, "settings_entries", None)
+        skipped = () if args.telemetry else getattr(module, "TELEMETRY_EVENTS", ())
         if entries is not None:
-            made = entries(command, args.timeout)
+            made = {e: g for e, g in entries(command, args.timeout).items() if e not in skipped}
         else:
-            made = installer.claude_style_entries(
-                command, module.EVENTS, module.TOOL_EVENTS, args.timeout
-            )
-        installer.install(path, made, args.hook_cli, pin=getattr(module, "PINNED_SETTINGS", None))
+            events = [event for event in module.EVENTS if event not in skipped]
+            made = installer.claude_style_entries(command, events, module.TOOL_EVENTS, args.timeout)
+        pin = getattr(module, "PINNED_SETTINGS", None)
+        installer.install(path, made, args.hook_cli, pin=pin)
     except (OSError, ValueError) as error:
         print(f"tool-failure-guard hook {args.hook_action}: {error}", file=sys.stderr)
         return 2

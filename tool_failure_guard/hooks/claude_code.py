@@ -21,30 +21,18 @@ adds the state file around it, the SDK adapter keeps the session in memory.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Final
 
-from tool_failure_guard.agent_outcomes.claude_code import (
-    Outcome,
-    classify_batch_entry,
-    classify_hook_failure,
-    result_text,
-)
-from tool_failure_guard.core import (
-    TOOL_NOT_REGISTERED,
-    CallOutcome,
-    Continue,
-    FunctionCall,
-    Stop,
-    cancelled_during,
-    failed,
-    not_started,
-    rejected,
-    succeeded,
-    unknown_tool,
-)
 from tool_failure_guard.hooks.events import Handled
 from tool_failure_guard.hooks.payload import PayloadError, text_field
 from tool_failure_guard.hooks.prompt import MAX_CALLS_PER_BATCH, PromptSession
+
+# no `typing` at run time: the hook's start-up is its cost (TYPE_CHECKING as mypy reads it)
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Final
+
+    from tool_failure_guard.agent_outcomes.claude_code import Outcome
+    from tool_failure_guard.core import CallOutcome, FunctionCall, Stop
 
 #: The CLI's name on the command line (``tool-failure-guard hook claude-code``).
 NAME: Final = "claude-code"
@@ -53,6 +41,8 @@ ROUTE: Final = "claude_code_hook"
 #: The events the hook is installed for (and the ones :func:`handle` reads); ``Stop`` ends a
 #: prompt that was not stopped (its telemetry record).
 EVENTS: Final = ("UserPromptSubmit", "PostToolUseFailure", "PostToolBatch", "Stop")
+#: The events installed only with ``--telemetry`` (what they give is a telemetry record).
+TELEMETRY_EVENTS: Final = ("Stop",)
 #: The events whose installed group has ``matcher: "*"`` (every tool).
 TOOL_EVENTS: Final = ("PostToolUseFailure", "PostToolBatch")
 #: ``hook install --scope``: the operator's settings files (``managed`` wins over a project's
@@ -63,11 +53,23 @@ SCOPES: Final = {
 }
 #: The most characters of a tool name or id read from a payload.
 _MAX_NAME: Final = 512
+#: The most characters of a failure's error text kept until its batch settles.
+_MAX_ERROR: Final = 4096
 _NOTHING: Final = Handled()
 
 
 def outcome_of(call: FunctionCall, outcome: Outcome) -> CallOutcome:
     """The core's call outcome for one classified Claude Code result (text dropped)."""
+    from tool_failure_guard.core import (
+        TOOL_NOT_REGISTERED,
+        cancelled_during,
+        failed,
+        not_started,
+        rejected,
+        succeeded,
+        unknown_tool,
+    )
+
     status, execution, error_type = outcome.status, outcome.execution_status, outcome.error_type
     if status == "cancelled":
         return cancelled_during(call, "") if execution == "cancelled" else rejected(call, "")
@@ -90,10 +92,11 @@ def stop_answer(stop: Stop) -> dict[str, Any]:
     return {"continue": False, "stopReason": stop.shown_text}
 
 
-def _call(payload: Mapping[str, Any]) -> FunctionCall:
-    call_id = text_field(payload, "tool_use_id", limit=_MAX_NAME)
-    tool = text_field(payload, "tool_name", limit=_MAX_NAME)
-    return FunctionCall(call_id=call_id, name=tool)
+def _ids(payload: Mapping[str, Any]) -> tuple[str, str]:
+    return (
+        text_field(payload, "tool_use_id", limit=_MAX_NAME),
+        text_field(payload, "tool_name", limit=_MAX_NAME),
+    )
 
 
 def handle(payload: Mapping[str, Any], session: PromptSession) -> Handled:
@@ -105,19 +108,19 @@ def handle(payload: Mapping[str, Any], session: PromptSession) -> Handled:
         session.new_prompt(prompt)
         return _NOTHING
     if event == "PostToolUseFailure":
+        # recorded as it came (classified when the batch settles: this event loads no core)
         session.enter_prompt(prompt)
-        call = _call(payload)
+        call_id, tool = _ids(payload)
         error = payload.get("error")
-        text = error if isinstance(error, str) else ""
-        interrupted = payload.get("is_interrupt") is True
-        session.record_failure(
-            outcome_of(call, classify_hook_failure(call.name, text, is_interrupt=interrupted))
-        )
+        text = error[:_MAX_ERROR] if isinstance(error, str) else ""
+        session.record(call_id, [tool, text, payload.get("is_interrupt") is True])
         return _NOTHING
     if event == "PostToolBatch":
         session.enter_prompt(prompt)
         return _batch(payload, session)
-    if event == "Stop" and session.prompt_id == prompt and session.batches:
+    if event == "Stop" and payload.get("stop_hook_active") is not True:
+        # the prompt ended without a stop (Claude Code runs no Stop hook after a hook stop)
+        session.enter_prompt(prompt)
         return Handled(prompt_ended="end_turn")
     return _NOTHING
 
@@ -132,16 +135,26 @@ def _batch(payload: Mapping[str, Any], session: PromptSession) -> Handled:
         )
     if not entries:
         return _NOTHING
+    from tool_failure_guard.agent_outcomes.claude_code import (
+        classify_batch_entry,
+        classify_hook_failure,
+        result_text,
+    )
+    from tool_failure_guard.core import Continue, FunctionCall, Stop
+
     outcomes: list[CallOutcome] = []
     for entry in entries:
         if not isinstance(entry, dict):
             raise PayloadError("PostToolBatch payload 'tool_calls' entries must be objects")
-        call = _call(entry)
-        recorded = session.take_failure(call.call_id)
-        if recorded is None:
-            text = result_text(entry.get("tool_response"))
-            recorded = outcome_of(call, classify_batch_entry(call.name, text))
-        outcomes.append(recorded)
+        call_id, tool = _ids(entry)
+        call = FunctionCall(call_id=call_id, name=tool)
+        recorded = session.take(call_id)
+        if _is_failure(recorded):
+            text, interrupted = str(recorded[1]), recorded[2] is True  # type: ignore[index]
+            outcome = classify_hook_failure(tool, text, is_interrupt=interrupted)
+        else:
+            outcome = classify_batch_entry(tool, result_text(entry.get("tool_response")))
+        outcomes.append(outcome_of(call, outcome))
     settled = session.settle(outcomes)
     action = settled.action
     if isinstance(action, Stop):
@@ -151,3 +164,8 @@ def _batch(payload: Mapping[str, Any], session: PromptSession) -> Handled:
             answer=reminder_answer("PostToolBatch", action.system_texts), settled=settled
         )
     return Handled(settled=settled)
+
+
+def _is_failure(record: list[Any] | None) -> bool:
+    """A record :func:`handle` wrote for a ``PostToolUseFailure``: [tool, error, interrupted]."""
+    return record is not None and len(record) == 3 and isinstance(record[1], str)

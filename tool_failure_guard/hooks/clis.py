@@ -10,7 +10,11 @@ installer registers, ``matcher: "*"`` for the tool events, or a
 
 from __future__ import annotations
 
-from typing import Final
+# no `typing` at run time: the hook's start-up is its cost (TYPE_CHECKING as mypy reads it)
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Final
+
 
 HOOK_CLIS: Final[dict[str, str]] = {
     "claude-code": "tool_failure_guard.hooks.claude_code",

@@ -28,20 +28,24 @@ import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Final
 
-from tool_failure_guard.agent_outcomes import codex as rules
-from tool_failure_guard.agent_outcomes.claude_code import Outcome
-from tool_failure_guard.core import Continue, FunctionCall
-from tool_failure_guard.guard import GuardMode
-from tool_failure_guard.hooks.claude_code import outcome_of, reminder_answer
 from tool_failure_guard.hooks.events import Handled
 from tool_failure_guard.hooks.payload import PayloadError, text_field
 from tool_failure_guard.hooks.prompt import MAX_CALLS_PER_BATCH, PromptSession
 
+# no `typing` at run time: the hook's start-up is its cost (TYPE_CHECKING as mypy reads it)
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Final
+
+    from tool_failure_guard.agent_outcomes.claude_code import Outcome
+
 NAME: Final = "codex"
 ROUTE: Final = "codex_hook"
 EVENTS: Final = ("UserPromptSubmit", "PreToolUse", "PostToolUse", "Stop")
+#: ``Stop`` also settles the turn's last batch, but only telemetry reads that: installed
+#: with ``--telemetry`` only.
+TELEMETRY_EVENTS: Final = ("Stop",)
 TOOL_EVENTS: Final = ("PreToolUse", "PostToolUse")
 #: ``user`` is ``$CODEX_HOME/hooks.json`` (default ``~/.codex``); a hook there needs trust.
 SCOPES: Final = {"user": "~/.codex/hooks.json"}
@@ -103,6 +107,9 @@ def batch_of(items: list[tuple[str, dict[str, Any]]], call_id: str) -> list[tupl
 
 def _outcome(items: list[tuple[str, dict[str, Any]]], call_id: str) -> Outcome:
     """The call's result as the rollout records it (the completed item wins over the text)."""
+    from tool_failure_guard.agent_outcomes import codex as rules
+    from tool_failure_guard.agent_outcomes.claude_code import Outcome
+
     completed: Any = None
     output: Any = None
     for _, item in items:
@@ -122,12 +129,14 @@ def _outcome(items: list[tuple[str, dict[str, Any]]], call_id: str) -> Outcome:
 
 
 def _settle(payload: Mapping[str, Any], session: PromptSession, event: str) -> Handled:
+    from tool_failure_guard.core import Continue, FunctionCall
+    from tool_failure_guard.hooks.claude_code import outcome_of, reminder_answer
+
     items = _rollout_items(payload)
-    pending = list(session.failures.values())
-    session.failures = {}
+    pending, session.pending = session.pending, {}
     outcomes = [
-        outcome_of(FunctionCall(call_id=o.call_id, name=o.name), _outcome(items, o.call_id))
-        for o in pending
+        outcome_of(FunctionCall(call_id=call_id, name=str(record[0])), _outcome(items, call_id))
+        for call_id, record in pending.items()
     ]
     settled = session.settle(outcomes)
     action = settled.action
@@ -138,8 +147,8 @@ def _settle(payload: Mapping[str, Any], session: PromptSession, event: str) -> H
 
 def handle(payload: Mapping[str, Any], session: PromptSession) -> Handled:
     """The meaning of one Codex CLI hook event for ``session`` (updated in place)."""
-    if session.mode is GuardMode.ENFORCE:
-        session.mode = GuardMode.WARN  # no hook answer ends a Codex turn: never a stop to latch
+    if session.mode == "enforce":
+        session.mode = "warn"  # no hook answer ends a Codex turn: never a stop to latch
     event = payload.get("hook_event_name")
     turn = text_field(payload, "turn_id", limit=_MAX_NAME)
     if event == "UserPromptSubmit":
@@ -148,7 +157,7 @@ def handle(payload: Mapping[str, Any], session: PromptSession) -> Handled:
     session.enter_prompt(turn)
     if event == "PostToolUse":
         call_id = text_field(payload, "tool_use_id", limit=_MAX_NAME)
-        if call_id in session.failures:
+        if call_id in session.pending:
             return _NOTHING
         members = batch_of(_rollout_items(payload), call_id) or [
             (call_id, text_field(payload, "tool_name", limit=_MAX_NAME))
@@ -156,14 +165,13 @@ def handle(payload: Mapping[str, Any], session: PromptSession) -> Handled:
         if len(members) > MAX_CALLS_PER_BATCH:
             raise PayloadError(f"a batch of more than {MAX_CALLS_PER_BATCH} calls")
         for member, tool in members:  # the batch stays open until a later call or Stop
-            placeholder = FunctionCall(call_id=member[:_MAX_NAME], name=tool[:_MAX_NAME])
-            session.record_failure(outcome_of(placeholder, _outcome([], member)))
+            session.record(member[:_MAX_NAME], [tool[:_MAX_NAME]])
         return _NOTHING
-    if not session.failures:
+    if not session.pending:
         return _NOTHING
     if event == "PreToolUse":
         call_id = text_field(payload, "tool_use_id", limit=_MAX_NAME)
-        if call_id in session.failures:
+        if call_id in session.pending:
             return _NOTHING  # a call of the open batch
         return _settle(payload, session, event)
     if event == "Stop":

@@ -1,15 +1,18 @@
-"""What a hook host answers and reports for one event: the shape every CLI module returns."""
+"""What a hook host answers and reports for one event: the shape every CLI module returns.
+
+A plain class, not attrs: the per-call events import nothing heavy.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+# no `typing` at run time: the hook's start-up is its cost (TYPE_CHECKING as mypy reads it)
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
-import attrs
-
-from tool_failure_guard.hooks.prompt import Settled
+    from tool_failure_guard.hooks.replay import Settled
 
 
-@attrs.frozen(kw_only=True)
 class Handled:
     """One event's meaning: the answer for the CLI (None: say nothing) and what settled.
 
@@ -18,6 +21,15 @@ class Handled:
     (a stop reason of the prompt record), else None.
     """
 
-    answer: dict[str, Any] | None = None
-    settled: Settled | None = None
-    prompt_ended: str | None = None
+    __slots__ = ("answer", "prompt_ended", "settled")
+
+    def __init__(
+        self,
+        *,
+        answer: dict[str, Any] | None = None,
+        settled: Settled | None = None,
+        prompt_ended: str | None = None,
+    ) -> None:
+        self.answer = answer
+        self.settled = settled
+        self.prompt_ended = prompt_ended

@@ -10,7 +10,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import IO, Any, Final
+
+# no `typing` at run time: the hook's start-up is its cost (TYPE_CHECKING as mypy reads it)
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import IO, Any, Final
 
 #: The most bytes of one payload read from stdin (4 MiB); more is a :class:`PayloadError`.
 MAX_PAYLOAD_BYTES: Final = 4 * 1024 * 1024

@@ -4,116 +4,55 @@ A hook process lives for one event, so it cannot keep a
 :class:`~tool_failure_guard.core.PromptProtection` alive from batch to batch.
 It keeps the prompt's *settled batches* instead (each call's two outcome axes
 and error type, never its text) and rebuilds the protection by replaying them
-through the core before it reduces the new batch: the decisions are the
-core's, replayed deterministically, and no rule is written again here.  A host
-that lives as long as the session (the Claude Agent SDK adapter) keeps the
-rebuilt protection and replays nothing.
+through the core before it reduces the new batch
+(:mod:`~tool_failure_guard.hooks.replay`): the decisions are the core's, and no
+rule is written again here.  A host that lives as long as the session (the
+Claude Agent SDK adapter) keeps the rebuilt protection and replays nothing.
 
 :class:`PromptSession` is the state of one session: the prompt it is in, the
-executed failures recorded per call id since the last settled batch (the
-per-call hooks run before the batch's), and the settled batches.  A new
-prompt starts a fresh guard.  :meth:`PromptSession.from_state` reads what
-:meth:`PromptSession.to_state` wrote and raises :class:`StateDamaged` for
-anything else, which the caller turns into a reset.
+per-call records since the last settled batch (what the CLI's per-call hooks
+saw, in the CLI module's own JSON form: they run before the batch's hook), and
+the settled batches.  A new prompt starts a fresh guard.  This module imports
+no core: a per-call event never loads it, which is most of a hook's cost.
+:meth:`PromptSession.from_state` reads what :meth:`PromptSession.to_state`
+wrote and raises :class:`StateDamaged` for anything else, which the caller
+turns into a reset.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Final
 
-import attrs
+# no `typing` at run time: the hook's start-up is its cost (TYPE_CHECKING as mypy reads it)
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Final
 
-from tool_failure_guard.core import (
-    Action,
-    BatchSettlement,
-    CallOutcome,
-    FunctionCall,
-    PromptProtection,
-    settle_all,
-)
-from tool_failure_guard.guard import GuardMode
+    from tool_failure_guard.core import CallOutcome, PromptProtection
+    from tool_failure_guard.hooks.replay import Settled
 
 #: The most batches one prompt's state keeps; a longer prompt starts its streak over.
 MAX_BATCHES: Final = 2000
 #: The most calls one batch may carry (a bigger batch is refused as bad input).
 MAX_CALLS_PER_BATCH: Final = 1000
-#: The most recorded, not yet settled per-call failures.
-MAX_PENDING_FAILURES: Final = 1000
-_FIELDS: Final = 8
+#: The most per-call records kept before their batch settles.
+MAX_PENDING: Final = 1000
 
 
 class StateDamaged(ValueError):
     """A stored prompt state is not what :meth:`PromptSession.to_state` writes."""
 
 
-def new_protection(mode: GuardMode) -> PromptProtection:
-    """The protection of a hook host's prompt: one per prompt, limits that follow the mode.
-
-    A hook host adds nothing to the CLI's own loop: no tool-call cap and no stop for
-    invalid parameters (the CLI has its own), and the provider-replay protection acts
-    only in ``warn``/``enforce`` (``limits_follow_mode``), so ``shadow`` changes nothing.
-    """
-    return PromptProtection(
-        mode, tool_call_cap=None, invalid_params_limit=None, limits_follow_mode=True
-    )
-
-
-def _encode(outcome: CallOutcome) -> list[str | None]:
-    return [
-        outcome.call_id,
-        outcome.name,
-        outcome.policy_tool_name,
-        outcome.tool_type,
-        outcome.terminal_status,
-        outcome.execution_status,
-        outcome.execution_error_type,
-        outcome.error_type,
-    ]
-
-
-def _decode(row: Any) -> CallOutcome:
-    if not isinstance(row, list) or len(row) != _FIELDS:
-        raise StateDamaged(f"a stored call is not a list of {_FIELDS} fields")
-    if not all(value is None or isinstance(value, str) for value in row):
-        raise StateDamaged("a stored call has a field that is neither text nor null")
-    call_id, name, tool, tool_type, terminal, execution, execution_type, error_type = row
-    if not call_id or not name or not terminal or not execution:
-        raise StateDamaged("a stored call lacks its id, name or statuses")
-    return CallOutcome(
-        call_id=call_id,
-        name=name,
-        policy_tool_name=tool,
-        tool_type=tool_type,
-        terminal_status=terminal,
-        execution_status=execution,
-        execution_error_type=execution_type,
-        error_type=error_type,
-    )
-
-
-@attrs.frozen(kw_only=True)
-class Settled:
-    """What reducing one batch gave: the core's action and what telemetry reports.
-
-    ``batch`` is None when the prompt was already stopped: the stored stop is
-    answered again and nothing new is reported.
-    """
-
-    action: Action
-    protection: PromptProtection
-    batch: BatchSettlement | None
-
-
 class PromptSession:
-    """One session's current prompt: id, recorded failures, settled batches."""
+    """One session's current prompt: id, per-call records, settled batches."""
 
-    def __init__(self, mode: GuardMode) -> None:
-        self.mode = mode
+    def __init__(self, mode: str) -> None:
+        self.mode = str(mode)  #: a guard mode's name (``shadow``, ``warn``, ``enforce``)
         self.prompt_id: str | None = None
-        #: call id -> the outcome of its executed failure (recorded per call)
-        self.failures: dict[str, CallOutcome] = {}
-        self.batches: list[list[CallOutcome]] = []
+        #: call id -> what the CLI's per-call hook recorded (JSON values)
+        self.pending: dict[str, list[Any]] = {}
+        #: the settled batches, each call as :func:`~tool_failure_guard.hooks.replay.encode`
+        self.batches: list[list[list[Any]]] = []
         self._protection: PromptProtection | None = None
 
     # -- the prompt ------------------------------------------------------------------
@@ -126,40 +65,37 @@ class PromptSession:
         return True
 
     def new_prompt(self, prompt_id: str | None) -> None:
-        """A fresh guard: the previous prompt's failures and batches are dropped."""
+        """A fresh guard: the previous prompt's records and batches are dropped."""
         self.prompt_id = prompt_id
-        self.failures = {}
+        self.pending = {}
         self.batches = []
         self._protection = None
 
-    def record_failure(self, outcome: CallOutcome) -> None:
-        """An executed failure (or interruption) of one call, before its batch settles."""
-        if len(self.failures) >= MAX_PENDING_FAILURES and outcome.call_id not in self.failures:
-            raise ValueError(
-                f"more than {MAX_PENDING_FAILURES} per-call failures recorded without a "
-                "settled batch"
-            )
-        self.failures[outcome.call_id] = outcome
+    def record(self, call_id: str, record: list[Any]) -> None:
+        """What a per-call hook saw of ``call_id``, kept until its batch settles."""
+        if len(self.pending) >= MAX_PENDING and call_id not in self.pending:
+            raise ValueError(f"more than {MAX_PENDING} per-call records without a settled batch")
+        self.pending[call_id] = record
 
-    def take_failure(self, call_id: str) -> CallOutcome | None:
-        return self.failures.pop(call_id, None)
+    def take(self, call_id: str) -> list[Any] | None:
+        return self.pending.pop(call_id, None)
 
-    # -- the reduction -----------------------------------------------------------------
+    # -- the reduction (loads the core) ---------------------------------------------------
 
     @property
     def protection(self) -> PromptProtection:
         """The prompt's protection: kept, or rebuilt by replaying the stored batches."""
         protection = self._protection
         if protection is None:
-            protection = self._protection = new_protection(self.mode)
-            for outcomes in self.batches:
-                if protection.stopped is not None:
-                    break
-                _reduce(protection, outcomes)
+            from tool_failure_guard.hooks.replay import replayed
+
+            protection = self._protection = replayed(self.mode, self.batches)
         return protection
 
     def settle(self, outcomes: Sequence[CallOutcome]) -> Settled:
         """Reduce one settled batch by the core (a prompt already stopped stays stopped)."""
+        from tool_failure_guard.hooks.replay import Settled, encode, reduce
+
         if len(outcomes) > MAX_CALLS_PER_BATCH:
             raise ValueError(
                 f"a batch of {len(outcomes)} calls is more than the bound {MAX_CALLS_PER_BATCH}"
@@ -172,51 +108,51 @@ class PromptSession:
             # the streak starts over rather than the state growing without bound
             self.new_prompt(self.prompt_id)
             protection = self.protection
-        action, batch = _reduce(protection, outcomes)
-        self.batches.append(list(outcomes))
+        action, batch = reduce(protection, outcomes)
+        self.batches.append([encode(outcome) for outcome in outcomes])
         return Settled(action=action, protection=protection, batch=batch)
 
     # -- the stored form -----------------------------------------------------------------
 
     def to_state(self) -> dict[str, Any]:
-        return {
-            "prompt_id": self.prompt_id,
-            "failures": [_encode(outcome) for outcome in self.failures.values()],
-            "batches": [[_encode(outcome) for outcome in batch] for batch in self.batches],
-        }
+        return {"prompt_id": self.prompt_id, "pending": self.pending, "batches": self.batches}
 
     @classmethod
-    def from_state(cls, mode: GuardMode, state: Mapping[str, Any]) -> PromptSession:
+    def from_state(cls, mode: str, state: Mapping[str, Any]) -> PromptSession:
         """The session :meth:`to_state` stored; {} is a new session."""
         session = cls(mode)
         if not state:
             return session
         prompt_id = state.get("prompt_id")
-        failures = state.get("failures")
+        pending = state.get("pending")
         batches = state.get("batches")
         if prompt_id is not None and not isinstance(prompt_id, str):
             raise StateDamaged("the stored prompt id is not text")
-        if not isinstance(failures, list) or not isinstance(batches, list):
-            raise StateDamaged("the stored failures or batches are not lists")
-        if len(batches) > MAX_BATCHES or len(failures) > MAX_PENDING_FAILURES:
+        if not isinstance(pending, dict) or not isinstance(batches, list):
+            raise StateDamaged("the stored per-call records or batches are of the wrong kind")
+        if len(batches) > MAX_BATCHES or len(pending) > MAX_PENDING:
             raise StateDamaged("the stored state is past its bounds")
-        session.prompt_id = prompt_id
-        for row in failures:
-            outcome = _decode(row)
-            session.failures[outcome.call_id] = outcome
+        if not all(isinstance(record, list) for record in pending.values()):
+            raise StateDamaged("a stored per-call record is not a list")
         for batch in batches:
             if not isinstance(batch, list) or len(batch) > MAX_CALLS_PER_BATCH:
                 raise StateDamaged("a stored batch is not a list of calls within the bound")
-            session.batches.append([_decode(row) for row in batch])
+            for row in batch:
+                _check_row(row)
+        session.prompt_id = prompt_id
+        session.pending = pending
+        session.batches = batches
         return session
 
 
-def _reduce(
-    protection: PromptProtection, outcomes: Sequence[CallOutcome]
-) -> tuple[Action, BatchSettlement]:
-    """One batch through the core: admit its calls, settle their outcomes, the action."""
-    calls = [FunctionCall(call_id=outcome.call_id, name=outcome.name) for outcome in outcomes]
-    admission = protection.admit(calls)
-    admitted = frozenset(call.call_id for call in admission.calls)
-    batch = settle_all(admission, [o for o in outcomes if o.call_id in admitted])
-    return protection.after_batch(batch), batch
+_FIELDS: Final = 8
+
+
+def _check_row(row: Any) -> None:
+    """Raise :class:`StateDamaged` unless ``row`` is a stored call (``replay.encode``'s form)."""
+    if not isinstance(row, list) or len(row) != _FIELDS:
+        raise StateDamaged(f"a stored call is not a list of {_FIELDS} fields")
+    if not all(value is None or isinstance(value, str) for value in row):
+        raise StateDamaged("a stored call has a field that is neither text nor null")
+    if not row[0] or not row[1] or not row[4] or not row[5]:
+        raise StateDamaged("a stored call lacks its id, name or statuses")

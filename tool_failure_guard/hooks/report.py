@@ -14,11 +14,12 @@ import logging
 from typing import Final
 
 from tool_failure_guard.core import Stop
+from tool_failure_guard.guard import GuardMode
 from tool_failure_guard.hooks.events import Handled
 from tool_failure_guard.hooks.prompt import PromptSession
 from tool_failure_guard.integrations import _telemetry
 from tool_failure_guard.telemetry.build import build_telemetry
-from tool_failure_guard.telemetry.sink import OpenTelemetrySink
+from tool_failure_guard.telemetry.sink import GuardTelemetry, OpenTelemetrySink
 
 LOGGER: Final = logging.getLogger("tool_failure_guard.hooks")
 #: The prompt record's ``tool_call_cap`` of a hook host, which has none (the CLI runs its own
@@ -29,42 +30,56 @@ NO_TOOL_CALL_CAP: Final = 2**31 - 1
 def report_event(
     spec: str, *, route: str, session: PromptSession, handled: Handled, wall_time_s: float
 ) -> None:
-    """Report one event's settled batch and, when the prompt ended, its outcome record."""
+    """Build the sink ``spec`` names, report one event through it, flush and shut it down."""
     telemetry = build_telemetry(spec)
     try:
-        settled = handled.settled
-        prompt_id = session.prompt_id or "unknown"
-        if settled is not None and settled.batch is not None:
-            for outcome in settled.batch.settled():
-                _telemetry.report_settled(LOGGER, telemetry, outcome)
-            _telemetry.report_batch(
-                LOGGER,
-                telemetry,
-                prompt_id=prompt_id,
-                protection=settled.protection,
-                batch=settled.batch,
-                action=settled.action,
-                route=route,
-            )
-        if handled.prompt_ended is not None:
-            protection = session.protection
-            stop = protection.stopped
-            _telemetry.report_prompt_only_outcome(
-                LOGGER,
-                telemetry,
-                prompt_id=prompt_id,
-                route=route,
-                mode=session.mode,
-                stop_reason=handled.prompt_ended,
-                loop_type=stop.loop_type if isinstance(stop, Stop) else None,
-                model_turns=len(session.batches) + (0 if stop is not None else 1),
-                tool_calls=sum(len(batch) for batch in session.batches),
-                tool_call_cap=NO_TOOL_CALL_CAP,
-                batches=protection.batches,
-                input_tokens=None,
-                output_tokens=None,
-                wall_time_s=wall_time_s,
-            )
+        report_handled(
+            telemetry, route=route, session=session, handled=handled, wall_time_s=wall_time_s
+        )
     finally:
         if isinstance(telemetry, OpenTelemetrySink):
             telemetry.shutdown()
+
+
+def report_handled(
+    telemetry: GuardTelemetry,
+    *,
+    route: str,
+    session: PromptSession,
+    handled: Handled,
+    wall_time_s: float,
+) -> None:
+    """Report one event's settled batch and, when the prompt ended, its outcome record."""
+    settled = handled.settled
+    prompt_id = session.prompt_id or "unknown"
+    if settled is not None and settled.batch is not None:
+        for outcome in settled.batch.settled():
+            _telemetry.report_settled(LOGGER, telemetry, outcome)
+        _telemetry.report_batch(
+            LOGGER,
+            telemetry,
+            prompt_id=prompt_id,
+            protection=settled.protection,
+            batch=settled.batch,
+            action=settled.action,
+            route=route,
+        )
+    if handled.prompt_ended is not None:
+        protection = session.protection
+        stop = protection.stopped
+        _telemetry.report_prompt_only_outcome(
+            LOGGER,
+            telemetry,
+            prompt_id=prompt_id,
+            route=route,
+            mode=GuardMode(session.mode),
+            stop_reason=handled.prompt_ended,
+            loop_type=stop.loop_type if isinstance(stop, Stop) else None,
+            model_turns=len(session.batches) + (0 if stop is not None else 1),
+            tool_calls=sum(len(batch) for batch in session.batches),
+            tool_call_cap=NO_TOOL_CALL_CAP,
+            batches=protection.batches,
+            input_tokens=None,
+            output_tokens=None,
+            wall_time_s=wall_time_s,
+        )

@@ -18,19 +18,20 @@ from __future__ import annotations
 import importlib
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
-from types import ModuleType
-from typing import IO, Any, Final, Protocol
 
-import attrs
-
-from tool_failure_guard.guard import GuardMode
 from tool_failure_guard.hooks.clis import HOOK_CLIS
-from tool_failure_guard.hooks.events import Handled
 from tool_failure_guard.hooks.payload import read_payload, text_field, write_answer
 from tool_failure_guard.hooks.prompt import PromptSession, StateDamaged
 from tool_failure_guard.hooks.state import StateStore, default_state_dir
+
+# no `typing` at run time: the hook's start-up is its cost (TYPE_CHECKING as mypy reads it)
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import IO, Any, Final
+
+    from tool_failure_guard.hooks.events import Handled
 
 #: The key of the prompt's state inside a session's state file.
 _PROMPT_KEY: Final = "prompt"
@@ -38,30 +39,37 @@ _STARTED_KEY: Final = "started"
 _STARTED_PROMPT_KEY: Final = "started_prompt"
 
 
-class CliModule(Protocol):
-    NAME: str
-    ROUTE: str
-
-    def handle(self, payload: Mapping[str, Any], session: PromptSession) -> Handled: ...
-
-
-def cli_module(cli: str) -> CliModule:
+def cli_module(cli: str) -> Any:
     """The module of ``cli`` (a :class:`ValueError` naming the known ones otherwise)."""
     name = HOOK_CLIS.get(cli)
     if name is None:
         raise ValueError(f"unknown CLI {cli!r}; known: {', '.join(sorted(HOOK_CLIS))}")
-    module: ModuleType = importlib.import_module(name)
-    return module
+    return importlib.import_module(name)
 
 
-@attrs.frozen(kw_only=True)
+#: The guard modes a hook takes (``GuardMode``'s values; the hook's path loads no guard).
+MODES: Final = ("off", "shadow", "warn", "enforce")
+
+
 class HookOptions:
     """What the installed command line says: the mode, the state folder, the telemetry."""
 
-    cli: str
-    mode: GuardMode = GuardMode.SHADOW
-    state_dir: Path | None = None
-    telemetry: str | None = None  #: a ``--telemetry`` spec (``file:PATH``), or None
+    __slots__ = ("cli", "mode", "state_dir", "telemetry")
+
+    def __init__(
+        self,
+        *,
+        cli: str,
+        mode: str = "shadow",
+        state_dir: Path | None = None,
+        telemetry: str | None = None,
+    ) -> None:
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
+        self.cli = cli
+        self.mode = str(mode)
+        self.state_dir = state_dir
+        self.telemetry = telemetry  #: a ``--telemetry`` spec (``file:PATH``), or None
 
 
 def _say(cli: str, message: str, stderr: IO[str]) -> None:
@@ -95,9 +103,10 @@ def _handle(
     options: HookOptions, stdin: IO[bytes], stderr: IO[str], clock: Callable[[], float]
 ) -> dict[str, Any] | None:
     payload = read_payload(stdin)
-    if options.mode is GuardMode.OFF:
+    if options.mode == "off":
         return None
     module = cli_module(options.cli)
+    handled: Handled
     session_id = text_field(payload, "session_id")
     directory = options.state_dir or default_state_dir(options.cli)
     store = StateStore(directory, warn=lambda message: _say(options.cli, message, stderr))
@@ -127,7 +136,7 @@ def _handle(
     return handled.answer
 
 
-def main(cli: str, mode: GuardMode, state_dir: str | None, telemetry: str | None) -> int:
+def main(cli: str, mode: str, state_dir: str | None, telemetry: str | None) -> int:
     """The ``tool-failure-guard hook <cli>`` entry: stdin, stdout, stderr of the process."""
     options = HookOptions(
         cli=cli,

@@ -26,7 +26,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
-import hashlib
 import json
 import os
 import re
@@ -35,9 +34,13 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, Final
 
 from tool_failure_guard.private_files import PRIVATE_FILE_MODE, private_directory
+
+# no `typing` at run time: the hook's start-up is its cost (TYPE_CHECKING as mypy reads it)
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Final
 
 #: The largest state file read or written (1 MiB); past it the session starts over.
 MAX_STATE_BYTES: Final = 1024 * 1024
@@ -66,6 +69,8 @@ def session_file_name(session_id: str) -> str:
     """A file name for ``session_id``: the id itself when plainly safe, else its SHA-256."""
     if _SAFE_NAME.fullmatch(session_id) and ".." not in session_id:
         return f"{session_id}.json"
+    import hashlib  # only for an id that is not plainly safe (keeps it off the common path)
+
     digest = hashlib.sha256(session_id.encode("utf-8", "surrogatepass")).hexdigest()
     return f"sha256-{digest}.json"
 

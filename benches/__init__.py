@@ -1,0 +1,1 @@
+"""Benchmarks run by `make bench` (each a module: `python -m benches.NAME`)."""

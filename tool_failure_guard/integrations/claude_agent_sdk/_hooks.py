@@ -1,0 +1,223 @@
+"""The Claude Agent SDK host: Claude Code's hook events as Python callbacks, sessions in memory.
+
+The SDK runs its bundled Claude Code and answers the CLI's hook callbacks in the
+application's process.  Each callback hands the event to
+:func:`tool_failure_guard.hooks.claude_code.handle` (the one module that says what a
+Claude Code event means) against the session's
+:class:`~tool_failure_guard.hooks.prompt.PromptSession`, kept in memory with its
+live protection (nothing is replayed, no state file); the answer goes back to
+the CLI in the SDK's spelling (``continue_``).  ``PostToolBatch`` is registered
+under its name: the SDK sends every event key of ``hooks`` to the CLI as it is,
+though its ``HookEvent`` type does not list that one yet (0.2.190).
+
+A stop is decided inside a callback, where raising would only fail that hook; the
+run ends because the answer says ``continue: false``.  :meth:`RepeatedToolFailureHooks.query`
+then raises :class:`ProtectionStopped` once the stream is over (``on_stop="error"``)
+or just ends (``"end"``).  Any error inside a callback answers nothing (fail open)
+and is logged once per kind on :data:`LOGGER`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import Any, Final
+
+from claude_agent_sdk import ClaudeAgentOptions, ClaudeSDKError, HookMatcher, query
+
+from tool_failure_guard.core import LOOP_REPEATED_TOOL_FAILURE, Continue, Stop
+from tool_failure_guard.guard import DecisionKind, GuardMode
+from tool_failure_guard.hooks import claude_code
+from tool_failure_guard.hooks.events import Handled
+from tool_failure_guard.hooks.prompt import PromptSession
+from tool_failure_guard.hooks.report import report_handled
+from tool_failure_guard.integrations import _api
+from tool_failure_guard.integrations._api import (
+    ActionLog,
+    GuardStop,
+    RunReport,
+    StopBehaviour,
+    stop_behaviour,
+)
+from tool_failure_guard.modes import mode_for_run
+from tool_failure_guard.telemetry.sink import GuardTelemetry
+
+#: The ``route`` of this adapter's telemetry (``telemetry.names.FRAMEWORK_ROUTES``).
+ROUTE: Final = "claude_agent_sdk"
+LOGGER: Final = logging.getLogger("tool_failure_guard.integrations.claude_agent_sdk")
+#: The hook events the adapter registers (the command hook's).
+EVENTS: Final = claude_code.EVENTS
+
+
+class ProtectionStopped(_api.ProtectionStopped, ClaudeSDKError):
+    """A protection stopped the run (``on_stop="error"``); also a ``ClaudeSDKError``."""
+
+
+class _Prompt:
+    """One session's current prompt, as the application reads it afterwards."""
+
+    def __init__(self, mode: GuardMode, clock: Callable[[], float]) -> None:
+        self.session = PromptSession(mode)
+        self.decisions: list[str] = []
+        self.tool_calls = 0
+        self.observed = 0
+        self.stop: GuardStop | None = None
+        self.actions = ActionLog(ROUTE)
+        self.started = clock()
+
+    def fresh(self, clock: Callable[[], float]) -> None:
+        self.decisions, self.tool_calls, self.observed, self.stop = [], 0, 0, None
+        self.actions = ActionLog(ROUTE)
+        self.started = clock()
+
+
+class RepeatedToolFailureHooks:
+    """The guard as Claude Agent SDK hook callbacks: one object per application (or agent).
+
+    ``mode`` is explicit or the environment's (``TOOL_FAILURE_GUARD_MODE``, default
+    ``shadow``); ``telemetry`` a sink (``telemetry.build.build_telemetry``), reported
+    with ``route="claude_agent_sdk"``; ``on_stop`` how :meth:`query` ends a stopped run.
+    """
+
+    def __init__(
+        self,
+        mode: GuardMode | str | None = None,
+        *,
+        telemetry: GuardTelemetry | None = None,
+        on_stop: StopBehaviour = "error",
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.mode = mode_for_run(mode)
+        self.on_stop = stop_behaviour(on_stop)
+        self._telemetry = telemetry
+        self._clock = clock
+        self._prompts: dict[str, _Prompt] = {}
+        self._last: str | None = None
+        self._failed: set[str] = set()
+
+    # -- wiring -----------------------------------------------------------------------
+
+    def hooks(self) -> dict[str, list[HookMatcher]]:
+        """The ``hooks`` of ``ClaudeAgentOptions``: one matcher per event, every tool."""
+        callback: Any = self._event  # typed for the SDK's input union; it reads a Mapping
+        return {event: [HookMatcher(matcher=None, hooks=[callback])] for event in EVENTS}
+
+    def options(self, options: ClaudeAgentOptions | None = None) -> ClaudeAgentOptions:
+        """A copy of ``options`` with the guard's hooks added after any already there."""
+        options = options if options is not None else ClaudeAgentOptions()
+        hooks: dict[Any, list[HookMatcher]] = dict(options.hooks or {})
+        for event, matchers in self.hooks().items():
+            hooks[event] = [*hooks.get(event, []), *matchers]
+        return dataclasses.replace(options, hooks=hooks)
+
+    async def query(
+        self, *, prompt: Any, options: ClaudeAgentOptions | None = None, **more: Any
+    ) -> AsyncIterator[Any]:
+        """``claude_agent_sdk.query`` with the guard; a stop raises once the stream ends."""
+        async for message in query(prompt=prompt, options=self.options(options), **more):
+            yield message
+        stop = self.stop_of()
+        if stop is not None and self.on_stop == "error":
+            raise ProtectionStopped(stop, self.report_of())
+
+    # -- what the guard did -------------------------------------------------------------
+
+    def report_of(self, session_id: str | None = None) -> RunReport:
+        """The report of ``session_id``'s current prompt (default: the last session seen)."""
+        prompt = self._prompts.get(session_id or self._last or "")
+        if prompt is None:
+            return RunReport(
+                mode=self.mode, decisions=(), batches=0, tool_calls=0, observed=0, stop=None
+            )
+        return RunReport(
+            mode=self.mode,
+            decisions=tuple(prompt.decisions),
+            batches=prompt.session.protection.batches,
+            tool_calls=prompt.tool_calls,
+            observed=prompt.observed,
+            stop=prompt.stop,
+        )
+
+    def stop_of(self, session_id: str | None = None) -> GuardStop | None:
+        """The stop of ``session_id``'s current prompt, if a protection stopped it."""
+        prompt = self._prompts.get(session_id or self._last or "")
+        return prompt.stop if prompt is not None else None
+
+    # -- the callback -------------------------------------------------------------------
+
+    async def _event(self, data: Any, tool_use_id: str | None, context: Any) -> dict[str, Any]:
+        if self.mode is GuardMode.OFF:
+            return {}
+        try:
+            return self._handle(data)
+        except Exception as error:  # fail open: the run goes on as without the guard
+            kind = type(error).__name__
+            if kind not in self._failed:
+                self._failed.add(kind)
+                LOGGER.warning(
+                    "tool-failure-guard: hook callback failed open (%s: %s)", kind, error
+                )
+            return {}
+
+    def _handle(self, data: Mapping[str, Any]) -> dict[str, Any]:
+        session_id = str(data.get("session_id") or "")
+        prompt = self._prompts.get(session_id)
+        if prompt is None:
+            prompt = self._prompts[session_id] = _Prompt(self.mode, self._clock)
+        self._last = session_id
+        before = prompt.session.prompt_id, len(prompt.session.batches)
+        handled = claude_code.handle(data, prompt.session)
+        if data.get("hook_event_name") == "UserPromptSubmit" or (
+            prompt.session.prompt_id != before[0]
+        ):
+            prompt.fresh(self._clock)
+        self._record(prompt, handled)
+        return _sdk_answer(handled.answer)
+
+    def _record(self, prompt: _Prompt, handled: Handled) -> None:
+        settled = handled.settled
+        if settled is not None and settled.batch is not None:
+            batch = settled.batch
+            prompt.tool_calls += len(batch.admission.executable)
+            prompt.observed += len(batch.settled())
+            action = settled.action
+            ordinal = settled.protection.batches
+            step = action.guard_step if isinstance(action, Continue | Stop) else None
+            if step is not None:
+                kind = step.decision.kind
+                prompt.decisions.append(kind.value)
+                prompt.actions.decided(
+                    kind, self.mode, batch=ordinal, loop_type=LOOP_REPEATED_TOOL_FAILURE
+                )
+            if isinstance(action, Stop):
+                prompt.stop = GuardStop.of(action, settled.protection)
+                prompt.actions.decided(
+                    DecisionKind.STOP, self.mode, batch=ordinal, loop_type=action.loop_type
+                )
+        if self._telemetry is not None and (settled is not None or handled.prompt_ended):
+            report_handled(
+                self._telemetry,
+                route=ROUTE,
+                session=prompt.session,
+                handled=handled,
+                wall_time_s=max(0.0, self._clock() - prompt.started),
+            )
+
+
+def _sdk_answer(answer: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The command hook's answer in the SDK's spelling (``continue`` is ``continue_``)."""
+    if not answer:
+        return {}
+    return {("continue_" if key == "continue" else key): value for key, value in answer.items()}
+
+
+def report_of(guard: RepeatedToolFailureHooks, session_id: str | None = None) -> RunReport:
+    """``guard.report_of(session_id)``: the same vocabulary as the other adapters."""
+    return guard.report_of(session_id)
+
+
+def stop_of(guard: RepeatedToolFailureHooks, session_id: str | None = None) -> GuardStop | None:
+    """``guard.stop_of(session_id)``."""
+    return guard.stop_of(session_id)
