@@ -362,3 +362,46 @@ def test_the_hooks_report_on_their_routes_and_rollout_reads_them(
     assert counts == (3, 3, 2, 1)
     violations = {name: inv["violations"] for name, inv in staging["invariants"].items()}
     assert violations == dict.fromkeys(staging["invariants"], 0)
+
+
+# -- cost: the per-call events load no core --------------------------------------------------
+
+_PER_CALL = """
+import io, json, sys
+from tool_failure_guard.commands.cli import main
+cli, payload = sys.argv[2], json.loads(sys.argv[3])
+sys.stdin = io.TextIOWrapper(io.BytesIO(json.dumps(payload).encode()))
+assert main(["hook", cli, "--mode", "enforce", "--state-dir", sys.argv[1]]) == 0
+heavy = ("attr", "attrs", "typing", "argparse", "tool_failure_guard.core",
+         "tool_failure_guard.guard", "tool_failure_guard.agent_outcomes")
+print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] in heavy or m in heavy
+                        or any(m.startswith(h + ".") for h in heavy))))
+"""
+
+
+@pytest.mark.parametrize("cli", ["qwen-code", "gemini-cli", "codex"])
+def test_the_per_call_event_loads_no_core_attrs_typing_or_argparse(
+    tmp_path: Path, cli: str
+) -> None:
+    # docs/hooks.md (Cost): the per-call hook's start-up is kept near a no-op Python hook's
+    rollout = tmp_path / "rollout.jsonl"
+    call = {"type": "function_call", "call_id": "a", "name": "exec_command", "arguments": "{}"}
+    rollout.write_text(json.dumps({"type": "response_item", "payload": call}) + "\n")
+    payload = {
+        "qwen-code": _qwen_batch("a"),
+        "gemini-cli": _gemini("AfterTool", tool_name="read_file", tool_response={}),
+        "codex": {
+            "hook_event_name": "PostToolUse",
+            "session_id": "x",
+            "turn_id": "t",
+            "transcript_path": str(rollout),
+            "tool_name": "Bash",
+            "tool_use_id": "a",
+            "tool_response": "",
+        },
+    }[cli]
+    argv = [sys.executable, "-c", _PER_CALL, str(tmp_path / "st"), cli, json.dumps(payload)]
+    done = subprocess.run(argv, capture_output=True, text=True, check=True)
+    assert "failing open" not in done.stderr, done.stderr
+    assert json.loads(done.stdout.splitlines()[-1]) == []
+    assert list((tmp_path / "st").glob("*.json"))  # the call was recorded

@@ -167,15 +167,16 @@ def run(args: argparse.Namespace) -> int:
             from tool_failure_guard.hooks.state import default_state_dir
 
             state_dir = default_state_dir(args.hook_cli)
+        telemetry = _telemetry_spec(args.telemetry)
         command = installer.hook_command(
             args.hook_cli,
             mode=args.mode,
             executable=installer.running_executable(),
             state_dir=state_dir.absolute() if state_dir is not None else None,
-            telemetry=args.telemetry,
+            telemetry=telemetry,
         )
         entries = getattr(module, "settings_entries", None)
-        skipped = () if args.telemetry else getattr(module, "TELEMETRY_EVENTS", ())
+        skipped = () if telemetry else getattr(module, "TELEMETRY_EVENTS", ())
         if entries is not None:
             made = {e: g for e, g in entries(command, args.timeout).items() if e not in skipped}
         else:
@@ -188,3 +189,20 @@ def run(args: argparse.Namespace) -> int:
         return 2
     print(f"installed: {args.hook_cli} hook ({args.mode}) in {path}")
     return 0
+
+
+def _telemetry_spec(spec: str | None) -> str | None:
+    """``--telemetry`` as the hook will read it: a known kind, a ``file:`` path made absolute
+    (a hook runs in the project's folder, where a relative path would land)."""
+    if spec is None:
+        return None
+    from tool_failure_guard.telemetry.build import FILE_KIND_PREFIX, TELEMETRY_KINDS
+
+    if spec.startswith(FILE_KIND_PREFIX):
+        path = spec[len(FILE_KIND_PREFIX) :]
+        if not path:
+            raise ValueError("--telemetry file:PATH needs a path")
+        return FILE_KIND_PREFIX + os.path.abspath(os.path.expanduser(path))
+    if spec not in TELEMETRY_KINDS:
+        raise ValueError(f"--telemetry {spec!r} is not one of {TELEMETRY_KINDS} or file:PATH")
+    return spec

@@ -58,8 +58,11 @@ class PromptSession:
     # -- the prompt ------------------------------------------------------------------
 
     def enter_prompt(self, prompt_id: str | None) -> bool:
-        """Be in prompt ``prompt_id``; a different one starts a fresh guard (True)."""
-        if prompt_id is not None and prompt_id == self.prompt_id:
+        """Be in prompt ``prompt_id``; a different one starts a fresh guard (True).
+
+        None (an event without a prompt id) stays in the current prompt.
+        """
+        if prompt_id is None or prompt_id == self.prompt_id:
             return False
         self.new_prompt(prompt_id)
         return True

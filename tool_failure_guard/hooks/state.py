@@ -46,6 +46,10 @@ if TYPE_CHECKING:
 MAX_STATE_BYTES: Final = 1024 * 1024
 #: A state file untouched for this long (24 h) is stale: the session starts over.
 STALE_AFTER_S: Final = 24 * 3600.0
+#: Session files untouched for this long (7 days) are removed when a new session starts.
+PRUNE_AFTER_S: Final = 7 * 24 * 3600.0
+#: The most folder entries one prune looks at (the rest wait for the next new session).
+MAX_PRUNE_SCAN: Final = 10_000
 #: The version of the file format; a file with another one starts over.
 STATE_VERSION: Final = 1
 #: The session ids kept as file names as they are; any other id is hashed.
@@ -128,6 +132,7 @@ class StateStore:
             raise
         try:
             info = os.fstat(fd)
+            created = info.st_size == 0
             if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid():
                 raise StateError(f"state file {str(path)!r} is not a regular file of this user")
             if stat.S_IMODE(info.st_mode) != PRIVATE_FILE_MODE:
@@ -142,6 +147,34 @@ class StateStore:
                 self._store(fd, state, session_id)
         finally:
             os.close(fd)  # releases the lock
+        if created:  # a new session: the folder's long-forgotten sessions go
+            self.prune(keep=path)
+
+    def prune(self, *, keep: Path | None = None) -> int:
+        """Remove this user's session files untouched for :data:`PRUNE_AFTER_S`; how many.
+
+        The bound is far past the stale one, so a file a live session still uses is never
+        removed under it (its next update would then start over anyway).
+        """
+        removed, now, own = 0, self._clock(), os.geteuid()
+        with os.scandir(self.directory) as entries:
+            for number, entry in enumerate(entries):
+                if number >= MAX_PRUNE_SCAN:
+                    break
+                if not entry.name.endswith(".json") or (keep and entry.path == str(keep)):
+                    continue
+                try:
+                    info = entry.stat(follow_symlinks=False)
+                    if (
+                        stat.S_ISREG(info.st_mode)
+                        and info.st_uid == own
+                        and now - info.st_mtime > PRUNE_AFTER_S
+                    ):
+                        os.unlink(entry.path)
+                        removed += 1
+                except OSError:  # gone meanwhile, or not ours to remove
+                    continue
+        return removed
 
     def _load(self, fd: int, session_id: str) -> dict[str, Any] | None:
         """The stored state; {} for a new file; None when it had to start over."""
