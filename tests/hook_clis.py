@@ -311,7 +311,10 @@ def run_copilot(
         )
         run_env.update(env or {})
         argv = ["node", str(script), "-p", prompt, "--allow-all-tools"]
-        done = _run(argv, cwd=ws, env=run_env)
+        try:
+            done = _run(argv, cwd=ws, env=run_env)
+        finally:  # the CLI unpacks itself into its cache on every fresh HOME (about 235 MB)
+            shutil.rmtree(Path(run_env["XDG_CACHE_HOME"]) / "copilot", ignore_errors=True)
     requests = [body for body in fake.requests if body.get("tools")]
     return Run(root, ws, requests, done.stdout, done.stderr, done.returncode)
 
