@@ -58,7 +58,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
             type=Path,
             help="the state folder written on the command line (default: the user's "
             "$XDG_STATE_HOME/tool-failure-guard/hooks/CLI at install time, or at hook time "
-            "for --scope managed)",
+            "for --scope managed or system)",
         )
         sub.add_argument(
             "--telemetry", metavar="SPEC", help="a telemetry sink for the hook (file:PATH)"
@@ -163,7 +163,7 @@ def run(args: argparse.Namespace) -> int:
             )
             return 0
         state_dir = args.state_dir
-        if state_dir is None and args.scope != "managed":
+        if state_dir is None and args.scope not in ("managed", "system"):  # operator scopes
             from tool_failure_guard.hooks.state import default_state_dir
 
             state_dir = default_state_dir(args.hook_cli)
