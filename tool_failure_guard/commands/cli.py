@@ -40,7 +40,7 @@ _HELP = {
     "demo": "run the built-in failing-loop scenario in shadow, warn and enforce",
     "rollout": "rollout evidence: check invariants, judge gates, assign owners, simulate a fleet",
     "transcripts": "what the guard and peers' loop rules would have done on agents' own logs",
-    "hook": "the guard as a coding CLI's hook (claude-code): handle an event, install, uninstall",
+    "hook": "the guard as a coding CLI's command hook: handle an event, install, uninstall",
 }
 
 

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     import argparse
     from typing import Any
 
-HELP = "the guard as a coding CLI's hook (claude-code): handle an event, install, uninstall"
+HELP = "the guard as a coding CLI's hook: handle an event, install, uninstall"
 
 CLIS = HOOK_CLIS
 _MODES = ("off", "shadow", "warn", "enforce")
@@ -58,7 +58,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
             type=Path,
             help="the state folder written on the command line (default: the user's "
             "$XDG_STATE_HOME/tool-failure-guard/hooks/CLI at install time, or at hook time "
-            "for --scope managed)",
+            "for --scope managed or system)",
         )
         sub.add_argument(
             "--telemetry", metavar="SPEC", help="a telemetry sink for the hook (file:PATH)"
@@ -163,7 +163,7 @@ def run(args: argparse.Namespace) -> int:
             )
             return 0
         state_dir = args.state_dir
-        if state_dir is None and args.scope != "managed":
+        if state_dir is None and args.scope not in ("managed", "system"):  # operator scopes
             from tool_failure_guard.hooks.state import default_state_dir
 
             state_dir = default_state_dir(args.hook_cli)
@@ -176,13 +176,14 @@ def run(args: argparse.Namespace) -> int:
             telemetry=telemetry,
         )
         entries = getattr(module, "settings_entries", None)
+        skipped = () if telemetry else getattr(module, "TELEMETRY_EVENTS", ())
         if entries is not None:
-            made = entries(command, args.timeout)
+            made = {e: g for e, g in entries(command, args.timeout).items() if e not in skipped}
         else:
-            skipped = () if telemetry else getattr(module, "TELEMETRY_EVENTS", ())
             events = [event for event in module.EVENTS if event not in skipped]
             made = installer.claude_style_entries(command, events, module.TOOL_EVENTS, args.timeout)
-        installer.install(path, made, args.hook_cli)
+        pin = getattr(module, "PINNED_SETTINGS", None)
+        installer.install(path, made, args.hook_cli, pin=pin)
     except (OSError, ValueError) as error:
         print(f"tool-failure-guard hook {args.hook_action}: {error}", file=sys.stderr)
         return 2

@@ -18,4 +18,7 @@ if TYPE_CHECKING:
 
 HOOK_CLIS: Final[dict[str, str]] = {
     "claude-code": "tool_failure_guard.hooks.claude_code",
+    "qwen-code": "tool_failure_guard.hooks.qwen_code",
+    "gemini-cli": "tool_failure_guard.hooks.gemini_cli",
+    "codex": "tool_failure_guard.hooks.codex",
 }

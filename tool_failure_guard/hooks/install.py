@@ -194,10 +194,37 @@ def write_settings(path: Path, settings: Mapping[str, Any], *, default_mode: int
         raise
 
 
-def install(path: Path, entries: Mapping[str, list[dict[str, Any]]], cli: str) -> dict[str, Any]:
-    """Merge ``entries`` into the settings at ``path`` (idempotent); the settings written."""
+def pinned(settings: Mapping[str, Any], values: Mapping[str, Any]) -> dict[str, Any]:
+    """``settings`` with ``values`` set, nested objects merged key by key (all else kept).
+
+    What a CLI needs beside the entries for its hooks to run at that scope
+    (Qwen Code: ``disableAllHooks: false``; Gemini CLI: ``hooksConfig.enabled: true``).
+    """
+    result = dict(settings)
+    for key, value in values.items():
+        inner = result.get(key)
+        if isinstance(value, Mapping) and isinstance(inner, Mapping):
+            result[key] = pinned(inner, value)
+        elif isinstance(value, Mapping):
+            result[key] = pinned({}, value)
+        else:
+            result[key] = value
+    return result
+
+
+def install(
+    path: Path,
+    entries: Mapping[str, list[dict[str, Any]]],
+    cli: str,
+    *,
+    pin: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Merge ``entries`` (and ``pin``: :func:`pinned`) into the settings at ``path``
+    (idempotent); the settings written."""
     pattern = own_command_pattern(cli)
     settings = merged(read_settings(path), entries, lambda c: pattern.search(c) is not None)
+    if pin:
+        settings = pinned(settings, pin)
     write_settings(path, settings)
     return settings
 
