@@ -24,6 +24,8 @@ IMPORTERS: dict[str, str] = {
     "codex": "codex",
     "qwen-code": "qwen_code",
     "mini-swe-agent": "mini_swe_agent",
+    "openhands": "openhands",
+    "swe-agent": "swe_agent",
     "tool-failure-guard": "own_history",
 }
 
