@@ -160,7 +160,7 @@ def test_a_truncated_event_is_an_error_naming_its_file(tmp_path: Path) -> None:
 def test_a_file_that_is_not_an_event_is_an_error(tmp_path: Path) -> None:
     folder = _copy(tmp_path)
     (folder / "events" / "notes.txt").write_text("x")
-    with pytest.raises(TranscriptError, match="notes.txt: not an OpenHands event file name"):
+    with pytest.raises(TranscriptError, match=r"notes\.txt: not an OpenHands event file name"):
         _runs(folder)
 
 
