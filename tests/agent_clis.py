@@ -29,6 +29,8 @@ AGENTS_PREFIX_ENV = "TOOL_FAILURE_GUARD_AGENTS_PREFIX"
 DEFAULT_PREFIX = ROOT / ".agents"
 CLAUDE_VERSION = "2.1.197"
 CODEX_VERSION = "0.169.0"
+GEMINI_VERSION = "0.61.0"
+COPILOT_VERSION = "1.0.102"
 HOW_TO_GET_THEM = (
     "needs Node.js 20+ with npm and the pinned CLIs: install Node.js, then run `make agents` "
     "(runs `npm ci --prefix .agents`)"
@@ -69,6 +71,16 @@ def claude_binary() -> Path:
 def codex_script() -> Path:
     """The Codex CLI's launcher (``bin/codex.js``, which runs the platform's native binary)."""
     return _package("@openai/codex", CODEX_VERSION, "bin/codex.js")
+
+
+def gemini_script() -> Path:
+    """Gemini CLI's bundle entry (``bundle/gemini.js``, run with node)."""
+    return _package("@google/gemini-cli", GEMINI_VERSION, "bundle/gemini.js")
+
+
+def copilot_script() -> Path:
+    """The Copilot CLI's loader (``npm-loader.js``, which runs the platform's native binary)."""
+    return _package("@github/copilot", COPILOT_VERSION, "npm-loader.js")
 
 
 def require(find: Callable[[], Path]) -> Path:

@@ -25,6 +25,7 @@ SUBCOMMANDS: dict[str, str] = {
     "demo": "tool_failure_guard.commands.demo",
     "rollout": "tool_failure_guard.commands.rollout",
     "transcripts": "tool_failure_guard.commands.transcripts",
+    "hook": "tool_failure_guard.commands.hook",
 }
 
 _HELP = {
@@ -35,6 +36,7 @@ _HELP = {
     "demo": "run the built-in failing-loop scenario in shadow, warn and enforce",
     "rollout": "rollout evidence: check invariants, judge gates, assign owners, simulate a fleet",
     "transcripts": "what the guard and peers' loop rules would have done on agents' own logs",
+    "hook": "the guard as a coding CLI's command hook (and installing it)",
 }
 
 

@@ -29,6 +29,14 @@ A host whose input boundary needs IO between steps 2 and 3 (the ACP session's
 mid-turn drain) calls :meth:`PromptProtection.settled` and then
 :meth:`PromptProtection.at_boundary` instead.  The first stop is latched: the
 run's loop type is that protection's, and the object refuses further batches.
+
+Protections 1, 2 and 4 are the original's always-on backstops of its own agent:
+they act in every mode, as in the ACP agent.  A host whose framework has its own
+limits (the framework adapters, the coding-CLI hooks) passes
+``limits_follow_mode=True``: then ``off`` consults none of them, ``shadow``
+consults them without acting (no stop, no call held back by the cap), and only
+``warn``/``enforce`` act.  What a protection decided but did not carry out is
+:attr:`PromptProtection.would_stop`, so a shadow report still says it.
 Sans-IO: no files, sockets, clocks, randomness or global state.
 """
 
@@ -47,6 +55,7 @@ from tool_failure_guard.core.actions import (
 from tool_failure_guard.core.outcomes import FunctionCall
 from tool_failure_guard.core.protections import (
     DEFAULT_TOOL_CALL_CAP,
+    INVALID_TOOL_PARAMS_LIMIT,
     LOOP_REPEATED_TOOL_FAILURE,
     Admission,
     CallIdDeduplicator,
@@ -65,6 +74,8 @@ from tool_failure_guard.guard import (
 QUIET_BOUNDARY = InputBoundary()
 _STOP = DecisionKind.STOP
 _WARN = DecisionKind.WARN
+_WOULD_STOP = DecisionKind.WOULD_STOP
+_ACTING_MODES = frozenset({GuardMode.WARN, GuardMode.ENFORCE})
 _REMINDER = (REPEATED_TOOL_FAILURE_REMINDER,)
 
 
@@ -76,14 +87,19 @@ class PromptProtection:
         mode: GuardMode,
         *,
         dedup: CallIdDeduplicator | None = None,
-        tool_call_cap: int = DEFAULT_TOOL_CALL_CAP,
+        tool_call_cap: int | None = DEFAULT_TOOL_CALL_CAP,
+        invalid_params_limit: int | None = INVALID_TOOL_PARAMS_LIMIT,
+        limits_follow_mode: bool = False,
     ) -> None:
         """``dedup``: the conversation's answered calls, shared across its runs.
 
         Without one the run gets its own and marks each settled batch's calls
         answered itself.  A ``dedup`` you pass is yours: mark the calls answered
         (``dedup.mark_answered``) when you record their results, as the ACP
-        session does when it persists them.
+        session does when it persists them.  ``tool_call_cap`` and
+        ``invalid_params_limit`` None switch those protections off;
+        ``limits_follow_mode`` (module docstring) makes protections 1, 2 and 4
+        act only in ``warn`` and ``enforce``.
         """
         if not isinstance(mode, GuardMode):
             raise TypeError(f"mode must be a GuardMode; got {mode!r}")
@@ -91,8 +107,13 @@ class PromptProtection:
         self._guard = RepeatedToolFailureGuard(mode)
         self._owns_dedup = dedup is None
         self._protections = PromptProtections(
-            dedup if dedup is not None else CallIdDeduplicator(), tool_call_cap
+            dedup if dedup is not None else CallIdDeduplicator(),
+            tool_call_cap,
+            invalid_params_limit,
         )
+        self._limits_act = not limits_follow_mode or mode in _ACTING_MODES
+        self._limits_consulted = not limits_follow_mode or mode is not GuardMode.OFF
+        self._would_stop: str | None = None
         self._pending: BatchSettlement | None = None
         self._stop: Stop | None = None
         self._batches = 0
@@ -122,6 +143,16 @@ class PromptProtection:
         return self._stop
 
     @property
+    def would_stop(self) -> str | None:
+        """The loop type of the first stop decided but not carried out, if any.
+
+        The guard's would-stop (``shadow``, ``warn``) and, with
+        ``limits_follow_mode``, a shadow protection's: what a report shows of
+        the stop a mode held back.  A real stop is :attr:`stopped`.
+        """
+        return self._would_stop
+
+    @property
     def batches(self) -> int:
         """Settled batches so far (cancelled ones included)."""
         return self._batches
@@ -137,7 +168,7 @@ class PromptProtection:
             raise RuntimeError(
                 "the previous batch still waits for its input boundary: call at_boundary()"
             )
-        return self._protections.admit(calls)
+        return self._protections.admit(calls, capped=self._limits_act)
 
     def open_batch(self, admission: Admission) -> BatchSettlement:
         """The settlement that collects ``admission``'s outcomes by call id."""
@@ -168,9 +199,12 @@ class PromptProtection:
             self._protections.dedup.mark_answered([call.call_id for call in batch.calls])
         if cancelled:
             return PromptCancelled()
-        loop_type = self._protections.before_guard(batch.admission, batch.settled())
-        if loop_type is not None:
-            return self._stopping(loop_type, None)
+        if self._limits_consulted:
+            loop_type = self._protections.before_guard(batch.admission, batch.settled())
+            if loop_type is not None:
+                if self._limits_act:
+                    return self._stopping(loop_type, None)
+                self._held_back(loop_type)
         self._pending = batch
         return None
 
@@ -202,10 +236,19 @@ class PromptProtection:
         kind = decision.kind
         if kind is _STOP:
             return self._stopping(LOOP_REPEATED_TOOL_FAILURE, step)
-        loop_type = self._protections.after_guard(batch.executed)
-        if loop_type is not None:
-            return self._stopping(loop_type, step)
+        if kind is _WOULD_STOP:
+            self._held_back(LOOP_REPEATED_TOOL_FAILURE)
+        if self._limits_consulted:
+            loop_type = self._protections.after_guard(batch.executed)
+            if loop_type is not None:
+                if self._limits_act:
+                    return self._stopping(loop_type, step)
+                self._held_back(loop_type)
         return Continue(system_texts=_REMINDER if kind is _WARN else (), guard_step=step)
+
+    def _held_back(self, loop_type: str) -> None:
+        if self._would_stop is None:
+            self._would_stop = loop_type
 
     def _stopping(self, loop_type: str, step: GuardStep | None) -> Stop:
         first = self._protections.latch.record(loop_type)

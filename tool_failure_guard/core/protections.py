@@ -291,17 +291,26 @@ class ProviderReplayCounter:
 
 
 class InvalidParamGuard:
-    """Counts pre-execution failures per tool name within one prompt."""
+    """Counts pre-execution failures per tool name within one prompt.
 
-    __slots__ = ("_counts", "_reached")
+    ``limit`` None (a framework host's choice) counts nothing and never stops.
+    """
 
-    def __init__(self) -> None:
+    __slots__ = ("_counts", "_limit", "_reached")
+
+    def __init__(self, limit: int | None = INVALID_TOOL_PARAMS_LIMIT) -> None:
+        if limit is not None and limit < 1:
+            raise ValueError(f"the invalid-parameter limit must be at least 1 or None; got {limit}")
         self._counts: dict[str, int] = {}
+        self._limit = limit
         self._reached = False
 
     def observe(self, outcomes: Iterable[CallOutcome | None]) -> bool:
         """Count ``outcomes`` (None: a call never settled, skipped); True once a tool name
         reached the limit (counts only grow, so it stays reached)."""
+        limit = self._limit
+        if limit is None:
+            return False
         counts = self._counts
         for outcome in outcomes:
             if (
@@ -311,19 +320,19 @@ class InvalidParamGuard:
                 and outcome.execution_error_type in _PRE_EXECUTION_TYPES
             ):
                 count = counts[outcome.name] = counts.get(outcome.name, 0) + 1
-                if count >= INVALID_TOOL_PARAMS_LIMIT:
+                if count >= limit:
                     self._reached = True
         return self._reached
 
 
 class ToolCallCap:
-    """The absolute per-prompt backstop on executed tool calls."""
+    """The absolute per-prompt backstop on executed tool calls (``cap`` None: no backstop)."""
 
     __slots__ = ("_cap", "_count")
 
-    def __init__(self, cap: int = DEFAULT_TOOL_CALL_CAP) -> None:
-        if cap < 1:
-            raise ValueError(f"the tool-call cap must be at least 1; got {cap}")
+    def __init__(self, cap: int | None = DEFAULT_TOOL_CALL_CAP) -> None:
+        if cap is not None and cap < 1:
+            raise ValueError(f"the tool-call cap must be at least 1 or None; got {cap}")
         self._cap = cap
         self._count = 0
 
@@ -332,9 +341,9 @@ class ToolCallCap:
         return self._count
 
     @property
-    def remaining(self) -> int:
-        """Calls the prompt may still start before the cap is reached."""
-        return max(self._cap - self._count, 0)
+    def remaining(self) -> int | None:
+        """Calls the prompt may still start before the cap is reached (None: no cap)."""
+        return None if self._cap is None else max(self._cap - self._count, 0)
 
     def limit(self, admission: Admission) -> Admission:
         """``admission`` with the executable calls past :attr:`remaining` marked ``over_cap``.
@@ -343,6 +352,8 @@ class ToolCallCap:
         the model's order, run; the rest are settled not_started (skipped, never
         an execution failure), and the cap then stops the prompt after the batch.
         """
+        if self._cap is None:
+            return admission
         remaining = self._cap - self._count
         if len(admission.calls) <= remaining:  # every executable call fits
             return admission
@@ -354,7 +365,7 @@ class ToolCallCap:
 
     def observe(self, executed: int) -> bool:
         self._count += executed
-        return self._count >= self._cap
+        return self._cap is not None and self._count >= self._cap
 
 
 class LoopLatch:
@@ -382,16 +393,23 @@ class LoopLatch:
 class PromptProtections:
     """The per-prompt protections other than the guard, consulted in order."""
 
-    def __init__(self, dedup: CallIdDeduplicator, tool_call_cap: int) -> None:
+    def __init__(
+        self,
+        dedup: CallIdDeduplicator,
+        tool_call_cap: int | None,
+        invalid_params_limit: int | None = INVALID_TOOL_PARAMS_LIMIT,
+    ) -> None:
         self.dedup = dedup
         self.replays = ProviderReplayCounter()
-        self.invalid_params = InvalidParamGuard()
+        self.invalid_params = InvalidParamGuard(invalid_params_limit)
         self.cap = ToolCallCap(tool_call_cap)
         self.latch = LoopLatch()
 
-    def admit(self, calls: Sequence[FunctionCall]) -> Admission:
-        """De-duplicated calls, those past the cap marked ``over_cap`` (never to run)."""
-        return self.cap.limit(self.dedup.admit(calls))
+    def admit(self, calls: Sequence[FunctionCall], *, capped: bool = True) -> Admission:
+        """De-duplicated calls, those past the cap marked ``over_cap`` (never to run) when
+        ``capped`` (a shadow host's cap only counts)."""
+        admission = self.dedup.admit(calls)
+        return self.cap.limit(admission) if capped else admission
 
     def before_guard(self, admission: Admission, outcomes: Sequence[CallOutcome]) -> str | None:
         """Protections 1 and 2 for a settled batch: the loop type that stops it, if any."""
