@@ -21,6 +21,7 @@ FIXTURES_ARG = "tests/fixtures/transcripts"
 _AGENTS = {
     "claude-code": "Claude Code 2.1.197 (npm; session logs and `--output-format stream-json`)",
     "codex": "OpenAI Codex CLI 0.169.0 (npm; `codex exec` rollouts)",
+    "gemini-cli": "Gemini CLI 0.61.0 (npm; `-p` chat logs)",
     "qwen-code": "Qwen Code 0.24.4 (npm; `-p` and ACP, yolo)",
     "mini-swe-agent": "mini-swe-agent 2.4.6 (PyPI, default agent, litellm)",
     "openhands": "OpenHands SDK 1.58.2 (PyPI `openhands-sdk`; terminal and file editor tools)",
@@ -61,7 +62,8 @@ def lines(path: Path = TRANSCRIPTS_FILE) -> list[str]:
         f"fixtures under `{FIXTURES_ARG}/`, each written by the agent itself but SWE-agent's "
         "(written by hand in its format): Qwen Code, mini-swe-agent and the OpenHands SDK "
         "against the project's scripted OpenAI-compatible server on 127.0.0.1 (model "
-        "`test-model`), Claude Code and the Codex CLI against local fakes of their APIs, this "
+        "`test-model`), Claude Code, the Codex CLI and Gemini CLI against local fakes of their "
+        "APIs, this "
         "project's agent with its built-in scripted model; the scripts are failing loops and "
         "mostly successful runs (README there):",
         "",

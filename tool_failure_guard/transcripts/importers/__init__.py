@@ -22,6 +22,7 @@ from types import ModuleType
 IMPORTERS: dict[str, str] = {
     "claude-code": "claude_code",
     "codex": "codex",
+    "gemini-cli": "gemini_cli",
     "qwen-code": "qwen_code",
     "mini-swe-agent": "mini_swe_agent",
     "openhands": "openhands",
