@@ -127,3 +127,22 @@ def test_a_trajectory_without_steps_is_an_error(tmp_path: Path) -> None:
     path = _edited(tmp_path, lambda d: d.pop("trajectory"))
     with pytest.raises(TranscriptError, match="needs trajectory and info"):
         list(swe_agent.read(path))
+
+
+def test_a_first_observation_larger_than_the_head_still_sniffs(tmp_path: Path) -> None:
+    def huge(data: dict[str, Any]) -> None:
+        data["trajectory"][0]["observation"] = "x" * (80 << 10)
+
+    path = _edited(tmp_path, huge)
+    assert b'"execution_time"' not in path.read_bytes()[: 64 << 10]
+    assert [len(r.turns) for r in _read(path)] == [8]
+
+
+def test_help_lists_the_new_kinds(capsys: pytest.CaptureFixture[str]) -> None:
+    from tool_failure_guard.commands.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["transcripts", "--help"])
+    out = capsys.readouterr().out
+    for kind in ("gemini-cli", "openhands", "swe-agent"):
+        assert kind in out

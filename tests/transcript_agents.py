@@ -13,6 +13,9 @@ committed one.  Temporary paths in the logs are replaced by a fixed one
 - mini-swe-agent (PyPI ``mini-swe-agent``) through litellm's OpenAI-compatible
   route (``openai/<model>`` with ``api_base``) against the same server: it
   writes ``<name>.traj.json``.
+- the OpenHands SDK (PyPI ``openhands-sdk``, its own Python 3.12 venv:
+  ``tests/transcript_openhands.py``) the same way: it writes a conversation
+  folder (``python tests/transcript_agents.py openhands OUTDIR``).
 """
 
 from __future__ import annotations

@@ -6,7 +6,9 @@ is this kind's) and ``read(path) -> Iterator[Run]`` (raises
 :class:`~tool_failure_guard.transcripts.model.TranscriptError` naming
 ``file:line`` on a damaged or truncated file).  Modules are imported only when
 asked for, so one kind's parser never costs another's; a kind whose module is
-not installed is left out of sniffing.  Every importer reads through the one
+not installed is left out of sniffing.  A kind whose transcript is a folder
+of files (OpenHands) also defines ``owner(path) -> Path | None``: the folder a
+file belongs to, which the walk reads once as one source.  Every importer reads through the one
 reader in ``_read``: ``records`` / ``json_document`` (bounded reads, errors
 naming ``file:line``, "truncated" for a cut-short end) and ``fingerprint``
 (arguments as key-sorted JSON, digested: the identical-call rules' key);

@@ -66,14 +66,11 @@ _MISSING = ("No such file or directory", "does not exist. Please provide a valid
 
 
 def sniff(path: Path, head: bytes) -> bool:
-    """A SWE-agent trajectory: a JSON object whose steps have ``execution_time``."""
+    """A SWE-agent trajectory: a JSON object with ``trajectory`` steps (``action``,
+    ``observation``; ``execution_time`` unless the first observation fills the head)."""
     start = head.lstrip()[:1]
-    return (
-        start == b"{"
-        and b'"trajectory"' in head
-        and b'"execution_time"' in head
-        and b'"mini_version"' not in head
-    )
+    steps = b'"execution_time"' in head or (b'"action"' in head and b'"observation"' in head)
+    return start == b"{" and b'"trajectory"' in head and steps and b'"mini_version"' not in head
 
 
 def rule(step: dict[str, Any]) -> str:
