@@ -43,11 +43,7 @@ def independent_counts(folder: Path) -> tuple[int, int, int, int]:
     events = [json.loads(p.read_text()) for p in sorted((folder / "events").glob("event-*.json"))]
     runs = sum(1 for e in events if e["kind"] == "MessageEvent" and e["source"] == "user")
     calls = [e for e in events if e["kind"] == "ActionEvent"]
-    batches = sum(
-        1
-        for before, event in zip([None, *events], events, strict=False)
-        if event["kind"] == "ActionEvent" and (before is None or before["kind"] != "ActionEvent")
-    )
+    batches = len({e["llm_response_id"] for e in calls})  # one model response each
     failed = 0
     for event in events:
         if event["kind"] in ("AgentErrorEvent", "UserRejectObservation"):
@@ -226,3 +222,76 @@ def test_a_fresh_capture_maps_like_the_fixture() -> None:
 
 def _summary(runs: list[Run]) -> list[Any]:
     return [(r.succeeded, r.model, outcome_rows(r), [t.line for t in r.turns]) for r in runs]
+
+
+def _conversation(folder: Path, events: list[dict[str, Any]], status: str) -> Path:
+    """A conversation folder in the SDK's layout, its events given in order."""
+    (folder / "events").mkdir(parents=True)
+    state = {"id": "c0ffee00-0000-4000-8000-000000000000", "execution_status": status}
+    (folder / "base_state.json").write_text(json.dumps(state))
+    for number, event in enumerate(events):
+        name = f"event-{number:05d}-{number:08d}-0000-4000-8000-000000000000.json"
+        (folder / "events" / name).write_text(json.dumps(event))
+    return folder
+
+
+def _action(
+    call_id: str, response: str, ran: bool = True, tool: str = "terminal"
+) -> dict[str, Any]:
+    return {
+        "kind": "ActionEvent",
+        "source": "agent",
+        "tool_name": tool,
+        "tool_call_id": call_id,
+        "tool_call": {"id": call_id, "name": tool, "arguments": json.dumps({"n": call_id})},
+        "llm_response_id": response,
+        "action": {"kind": "MCPToolAction" if tool.startswith("mcp") else "TerminalAction"}
+        if ran
+        else None,
+    }
+
+
+def _observation(call_id: str, kind: str, is_error: bool, **more: Any) -> dict[str, Any]:
+    content = [{"type": "text", "text": "out"}]
+    observation = {"kind": kind, "is_error": is_error, "content": content, **more}
+    return {"kind": "ObservationEvent", "tool_call_id": call_id, "observation": observation}
+
+
+def test_a_refusal_amid_a_response_keeps_it_one_batch(tmp_path: Path) -> None:
+    refusal = {"kind": "AgentErrorEvent", "tool_call_id": "b", "error": "Tool 'x' not found."}
+    raised = {"kind": "AgentErrorEvent", "tool_call_id": "e", "error": "Error executing tool"}
+    events = [
+        {"kind": "MessageEvent", "source": "user"},
+        _action("a", "r1"),
+        _action("b", "r1", ran=False, tool="x"),
+        refusal,
+        _action("c", "r1"),
+        _observation("a", "TerminalObservation", False, exit_code=0),
+        _observation("c", "TerminalObservation", False, exit_code=2),
+        _action("d", "r2", tool="mcp_fs_read"),
+        _observation("d", "MCPToolObservation", True),
+        _action("e", "r3"),
+        raised,
+        {"kind": "ConversationErrorEvent", "code": "MaxIterationsReached", "detail": "x"},
+        {"kind": "MessageEvent", "source": "user"},
+        _action("f", "r4", tool="finish"),
+        _observation("f", "FinishObservation", False),
+    ]
+    runs = list(openhands.read(_conversation(tmp_path / "c", events, "finished")))
+    assert [outcome_rows(r) for r in runs] == [
+        [
+            [
+                ("terminal", "success", "success", None, False, False),
+                ("x", "error", "not_started", "tool_not_registered", True, False),
+                ("terminal", "error", "error", "shell_execute_error", False, False),
+            ],
+            [("mcp_fs_read", "error", "error", "mcp_tool_error", False, True)],
+            [("terminal", "error", "error", "execution_failed", False, False)],
+        ],
+        [[("finish", "success", "success", None, False, False)]],
+    ]
+    assert [r.succeeded for r in runs] == [False, True]  # the error event; the last's status
+    assert [r.run_id for r in runs] == [
+        "c0ffee00-0000-4000-8000-000000000000/1",
+        "c0ffee00-0000-4000-8000-000000000000/2",
+    ]

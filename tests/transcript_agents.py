@@ -291,7 +291,7 @@ def openhands(out: Path, only: Sequence[str] | None = None) -> list[Path]:
                 continue
             work = root / name
             work.mkdir()
-            with serve(FakeOpenAI(_openhands_replies(work)[name])) as fake:
+            with serve(FakeOpenAI(_openhands_replies(work)[name], numbered_ids=True)) as fake:
                 folder, _ = run_openhands(
                     interpreter,
                     fake.base_url,

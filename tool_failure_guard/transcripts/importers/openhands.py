@@ -10,9 +10,10 @@ directory reads each conversation once and lists none of its files as skipped.
 Mapping (``docs/transcripts.md``; :data:`RULES` in the order tried):
 
 - a run is one user message (``MessageEvent`` with ``source`` ``user``);
-- a turn is one model response: consecutive ``ActionEvent`` records with the
-  same ``llm_response_id`` (the SDK records every action of a response before
-  it runs the first);
+- a turn is one model response: the ``ActionEvent`` records with the same
+  ``llm_response_id`` that follow each other (the SDK records every action of
+  a response before it runs the first; a call it refuses has its
+  ``AgentErrorEvent`` right after its action, which does not end the turn);
 - each call settles by the first ``ObservationEvent`` / ``AgentErrorEvent`` /
   ``UserRejectObservation`` with its ``tool_call_id`` still unanswered (ids a
   provider reuses in later responses stay apart);
@@ -192,12 +193,12 @@ def read(path: Path) -> Iterator[Run]:
     state = json_document(folder / STATE)
     runs: list[_Run] = []
     pending: dict[str, list[_Call]] = {}
-    last_response: object = None  # the llm_response_id of the turn still open, else None
+    open_turn: object = None  # the llm_response_id of the turn still open, else None
     for number, file in enumerate(_event_files(folder)):
         event = json_document(file)
         kind = event.get("kind")
-        if kind != "ActionEvent":
-            last_response = None
+        if kind != "ActionEvent" and not _refusal_of_open_turn(event, runs, open_turn):
+            open_turn = None
         if kind == "MessageEvent" and event.get("source") == "user":
             runs.append(_Run())
         elif kind == "ActionEvent":
@@ -205,9 +206,9 @@ def read(path: Path) -> Iterator[Run]:
                 runs.append(_Run())
             call = _Call(event, file)
             response = event.get("llm_response_id")
-            if last_response is None or response != last_response:
+            if open_turn is None or response != open_turn:
                 runs[-1].turns.append((number, []))
-            last_response = response
+            open_turn = response
             runs[-1].turns[-1][1].append(call)
             pending.setdefault(call.call_id, []).append(call)
             if call.tool == "finish":
@@ -239,6 +240,15 @@ def read(path: Path) -> Iterator[Run]:
             succeeded=succeeded,
             model=_model(state),
         )
+
+
+def _refusal_of_open_turn(event: dict[str, Any], runs: list[_Run], open_turn: object) -> bool:
+    """An ``AgentErrorEvent`` refusing a call of the open turn: the SDK writes it right after
+    that call's ``ActionEvent``, amid the response's other actions, so the turn goes on."""
+    if open_turn is None or event.get("kind") != "AgentErrorEvent" or not runs:
+        return False
+    calls = runs[-1].turns[-1][1] if runs[-1].turns else []
+    return any(c.call_id == event.get("tool_call_id") and not c.ran for c in calls)
 
 
 def _run_id(state: dict[str, Any], folder: Path, index: int, count: int) -> str:
