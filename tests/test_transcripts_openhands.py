@@ -178,6 +178,10 @@ def test_call_ids_a_provider_reuses_stay_apart(tmp_path: Path) -> None:
     (run,) = _runs(folder)
     calls = [c for t in run.turns for c in t.calls]
     assert len(calls) == 10 and all(c.error_type == "shell_execute_error" for c in calls)
+    # the ids stay apart, so the replay sees ten calls that ran, not provider replays
+    assert len({c.call_id for c in calls}) == 10
+    stop = replay_run(run).mode("enforce").stop
+    assert stop is not None and stop.loop_type == "repeated_tool_execution_failure"
 
 
 def test_a_rejected_call_and_one_without_a_result(tmp_path: Path) -> None:

@@ -146,3 +146,19 @@ def test_help_lists_the_new_kinds(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     for kind in ("gemini-cli", "openhands", "swe-agent"):
         assert kind in out
+
+
+def test_ids_reused_across_steps_are_not_provider_replays(tmp_path: Path) -> None:
+    """Hand-edited and replayed trajectories repeat tool call ids across steps."""
+
+    def same_ids(data: dict[str, Any]) -> None:
+        for message in data["history"]:
+            for call in message.get("tool_calls") or []:
+                call["id"] = "call_same"
+
+    (run,) = _read(_edited(tmp_path, same_ids, EXIT_COST))
+    ids = [c.call_id for t in run.turns for c in t.calls]
+    assert ids[:3] == ["call_same", "call_same#2", "call_same#3"] and len(set(ids)) == 10
+    stop = replay_run(run).mode("enforce").stop
+    assert stop is not None and stop.loop_type == "repeated_tool_execution_failure"
+    assert (stop.turn, stop.call) == (9, 9)

@@ -32,6 +32,7 @@ from typing import Any
 
 from tool_failure_guard.agent_outcomes import vocabulary as v
 from tool_failure_guard.guard import ExecutionStatus, TerminalStatus
+from tool_failure_guard.transcripts.importers._ids import distinct_across_turns
 from tool_failure_guard.transcripts.importers._read import (
     as_int,
     fingerprint,
@@ -229,7 +230,7 @@ def read(path: Path) -> Iterator[Run]:
             agent=KIND,
             source=str(path),
             run_id=session if len(prompts) == 1 else f"{session}/{number}",
-            turns=tuple(turns),
+            turns=distinct_across_turns(turns),
             succeeded=None,
             model=models[number - 1],
         )

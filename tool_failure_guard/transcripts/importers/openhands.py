@@ -33,6 +33,7 @@ from typing import Any, Final
 
 from tool_failure_guard.agent_outcomes import vocabulary as v
 from tool_failure_guard.guard import ExecutionStatus, TerminalStatus
+from tool_failure_guard.transcripts.importers._ids import distinct_across_turns
 from tool_failure_guard.transcripts.importers._read import fingerprint, json_document
 from tool_failure_guard.transcripts.model import ImportedCall, Run, TranscriptError, Turn
 
@@ -233,9 +234,11 @@ def read(path: Path) -> Iterator[Run]:
             agent=KIND,
             source=str(folder),
             run_id=_run_id(state, folder, index, len(runs)),
-            turns=tuple(
-                Turn(line=line, calls=tuple(c.imported() for c in calls))
-                for line, calls in run.turns
+            turns=distinct_across_turns(
+                [
+                    Turn(line=line, calls=tuple(c.imported() for c in calls))
+                    for line, calls in run.turns
+                ]
             ),
             succeeded=succeeded,
             model=_model(state),

@@ -42,6 +42,7 @@ from typing import Any
 
 from tool_failure_guard.agent_outcomes import vocabulary as v
 from tool_failure_guard.guard import ExecutionStatus, TerminalStatus
+from tool_failure_guard.transcripts.importers._ids import distinct_across_turns
 from tool_failure_guard.transcripts.importers._read import fingerprint, json_document
 from tool_failure_guard.transcripts.model import ImportedCall, Run, TranscriptError, Turn
 
@@ -125,7 +126,7 @@ def read(path: Path) -> Iterator[Run]:
         agent=KIND,
         source=str(path),
         run_id=path.name.removesuffix(".json").removesuffix(".traj"),
-        turns=tuple(turns),
+        turns=distinct_across_turns(turns),
         succeeded=None if not isinstance(status, str) or not status else status == "submitted",
         model=_model(document.get("replay_config")),
     )
