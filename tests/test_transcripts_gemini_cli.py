@@ -156,3 +156,11 @@ def test_a_fresh_capture_maps_like_the_fixture(tmp_path: Path) -> None:
             [(t.input_tokens, t.output_tokens) for t in r.turns] for r in committed
         ]
         assert str(tmp_path) not in fresh.read_text(encoding="utf-8")
+
+
+def test_a_subagents_own_log_holds_no_runs(tmp_path: Path) -> None:
+    lines = (GEMINI / "mixed.session.jsonl").read_text().splitlines()
+    first = {**json.loads(lines[0]), "kind": "subagent"}
+    target = tmp_path / "sub.jsonl"
+    target.write_text("\n".join([json.dumps(first), *lines[1:]]) + "\n")
+    assert gemini_cli.sniff(target, target.read_bytes()) and list(gemini_cli.read(target)) == []

@@ -15,7 +15,8 @@ JSON document, ``session-*.json`` with a ``messages`` list; it is read alike.
 
 Mapping (``docs/transcripts.md``; :data:`RULES` in the order tried): a run is
 one user prompt (a ``user`` message with text that is not the CLI's
-``<session_context>``); a turn is one ``gemini`` message, its batch its
+``<session_context>``; a subagent's own log, ``kind`` ``subagent`` under
+``chats/<parent session id>/``, holds none); a turn is one ``gemini`` message, its batch its
 ``toolCalls``; tokens ``tokens.input`` / ``tokens.output``.  The log keeps a
 call's ``status`` but not the error type the CLI knew (its stream-json output
 has it), so the type is read from the result's text (``heuristic``), and a
@@ -199,6 +200,8 @@ def _call(call: dict[str, Any], path: Path, line: int) -> ImportedCall:
 def read(path: Path) -> Iterator[Run]:
     """One :class:`Run` per prompt of the session."""
     metadata, messages = _messages(Path(path))
+    if metadata.get("kind") == "subagent":  # its calls are the parent's, seen from inside
+        return
     session = metadata.get("sessionId")
     session = session if isinstance(session, str) else Path(path).stem
     prompts: list[list[Turn]] = []
