@@ -200,7 +200,7 @@ def _call(call: dict[str, Any], path: Path, line: int) -> ImportedCall:
 def read(path: Path) -> Iterator[Run]:
     """One :class:`Run` per prompt of the session."""
     metadata, messages = _messages(Path(path))
-    if metadata.get("kind") == "subagent":  # its calls are the parent's, seen from inside
+    if metadata.get("kind") == "subagent":  # one invoke_agent call of its parent session
         return
     session = metadata.get("sessionId")
     session = session if isinstance(session, str) else Path(path).stem
