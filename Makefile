@@ -17,6 +17,15 @@ CLIENTS_STAMP := $(CLIENTS)/node_modules/.installed
 # (tests/transcript_capture.py).
 AGENTS := .agents
 AGENTS_STAMP := $(AGENTS)/node_modules/.installed
+# The OpenHands SDK (PyPI, pinned; it needs Python 3.12+) that re-makes the OpenHands
+# transcript fixtures runs from a venv of its own (tests/transcript_openhands.py), never the
+# project's: PYTHON312 names the interpreter (found on PATH or among pyenv's versions).
+PYTHON312 ?= $(shell for p in python3.12 python3.13 \
+  $$(ls -d $$(pyenv root 2>/dev/null)/versions/3.1[23]*/bin/python3 2>/dev/null); do \
+  $$p -c '' 2>/dev/null && { command -v $$p; break; }; done)
+OPENHANDS_VENV := .venv-openhands
+OPENHANDS_STAMP := $(OPENHANDS_VENV)/.installed
+OPENHANDS_PINS := openhands-sdk==1.58.2 openhands-tools==1.58.2
 
 .PHONY: agents demo test bench bench-growth render lint typecheck unit setup clean eval eval-setup
 
@@ -54,13 +63,23 @@ $(AGENTS_STAMP): $(AGENTS)/package.json $(AGENTS)/package-lock.json
 	  echo "warning: npm not found: the coding-CLI hook tests and the transcript re-capture tests will be SKIPPED (install Node.js 20+ with npm, then run make setup)"; \
 	fi
 
+$(OPENHANDS_STAMP): Makefile
+	@if [ -n "$(PYTHON312)" ]; then \
+	  echo "installing the OpenHands SDK ($(OPENHANDS_PINS)) into $(OPENHANDS_VENV)"; \
+	  $(PYTHON312) -m venv $(OPENHANDS_VENV) && \
+	  $(OPENHANDS_VENV)/bin/pip install -q $(OPENHANDS_PINS) && touch $@; \
+	else \
+	  echo "warning: no Python 3.12+ found (set PYTHON312): the OpenHands re-capture test will be SKIPPED"; \
+	fi
+
 setup: $(STAMP) $(MCP_STAMP) $(CLIENTS_STAMP) agents
 
-# The real coding agents that re-make the transcript fixtures (Claude Code and the Codex CLI
-# from npm, about 640 MB; mini-swe-agent from PyPI with litellm): installed by `make setup`,
+# The real coding agents that re-make the transcript fixtures (Claude Code, the Codex CLI and
+# Gemini CLI from npm, about 640 MB; mini-swe-agent from PyPI with litellm; the OpenHands SDK
+# from PyPI in .venv-openhands, Python 3.12+, about 660 MB): installed by `make setup`,
 # not by `make test`, which keeps CI under its time budget; their re-capture tests skip
 # without them unless TOOL_FAILURE_GUARD_REQUIRE_AGENT_CLIS=1.
-agents: $(STAMP) $(AGENTS_STAMP)
+agents: $(STAMP) $(AGENTS_STAMP) $(OPENHANDS_STAMP)
 	$(BIN)/pip install -q -e '.[transcript-agents]'
 
 demo: $(STAMP)

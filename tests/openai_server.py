@@ -100,7 +100,11 @@ class FakeOpenAI:
     """The server and its records; use :func:`serve` to run it."""
 
     def __init__(
-        self, responder: Responder | Sequence[Answer], *, reject_later_system: bool = False
+        self,
+        responder: Responder | Sequence[Answer],
+        *,
+        reject_later_system: bool = False,
+        numbered_ids: bool = False,
     ):
         if callable(responder):
             self._responder: Responder = responder
@@ -108,6 +112,8 @@ class FakeOpenAI:
             answers = list(responder)
             self._responder = lambda _: answers.pop(0) if answers else Reply(text="(script over)")
         self.reject_later_system = reject_later_system
+        #: each unstreamed completion gets its own id (``chatcmpl-test-N``), as real servers do
+        self.numbered_ids = numbered_ids
         self.requests: list[dict[str, Any]] = []
         self.auth: list[str] = []
         self.disconnects = 0
@@ -273,7 +279,7 @@ class FakeOpenAI:
                 for i, n, a in reply.calls
             ]
         data = {
-            "id": "chatcmpl-test",
+            "id": f"chatcmpl-test-{len(self.requests)}" if self.numbered_ids else "chatcmpl-test",
             "object": "chat.completion",
             "created": 0,
             "model": body.get("model", ""),

@@ -35,7 +35,7 @@ def _json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any]:
 def test_the_fixtures_report_without_any_content(capsys: pytest.CaptureFixture[str]) -> None:
     status, out, err = _run(capsys, str(FIXTURES))
     assert status == 0 and err == ""
-    assert "fleet: 22 runs (7 succeeded, 4 failed, 11 not recorded)" in out
+    assert "fleet: 29 runs (9 succeeded, 7 failed, 13 not recorded)" in out
     for text in CONTENT:
         assert text not in out
     data = _json(capsys, str(FIXTURES))
@@ -58,11 +58,14 @@ def test_json_schema(capsys: pytest.CaptureFixture[str]) -> None:
     assert {f["kind"] for f in data["files"]} == {
         "claude-code",
         "codex",
+        "gemini-cli",
         "qwen-code",
         "mini-swe-agent",
+        "openhands",
+        "swe-agent",
         "tool-failure-guard",
     }
-    assert sum(f["runs"] for f in data["files"]) == len(data["runs"]) == data["fleet"]["runs"] == 22
+    assert sum(f["runs"] for f in data["files"]) == len(data["runs"]) == data["fleet"]["runs"] == 29
     run = next(r for r in data["runs"] if r["source"].endswith("failing-command.traj.json"))
     assert set(run) == {
         "agent", "source", "run_id", "model", "succeeded", "turns", "calls", "failed_calls",
@@ -88,7 +91,7 @@ def test_json_schema(capsys: pytest.CaptureFixture[str]) -> None:
     assert run["peers"] == {"gemini_cli": 5, "opencode_roo": 3, "goose": 3, "qwen_code": 5}
     rules = data["fleet"]["rules"]
     assert set(rules) == set(data["rules"])
-    assert rules["guard_stop"]["failed"] == 1 and rules["guard_stop"]["succeeded"] == 0
+    assert rules["guard_stop"]["failed"] == 3 and rules["guard_stop"]["succeeded"] == 0
 
 
 def test_the_qwen_identical_loop_is_halted_before_our_guard_counts_it(
@@ -160,7 +163,8 @@ def test_a_mixed_directory_reports_what_it_skipped(
 def test_kind_reads_every_file_as_that_kind(capsys: pytest.CaptureFixture[str]) -> None:
     data = _json(capsys, "--kind", "mini-swe-agent", str(FIXTURES))
     assert {f["kind"] for f in data["files"]} == {"mini-swe-agent"}
-    assert len(data["files"]) == 2 and len(data["skipped"]) == 18  # 15 others + 3 README.md
+    # 17 other files, 2 SWE-agent trajectories, 3 OpenHands conversation folders, 3 README.md
+    assert len(data["files"]) == 2 and len(data["skipped"]) == 25
 
 
 def test_progress_on_request() -> None:
@@ -193,7 +197,7 @@ def test_the_reports_transcripts_document_is_the_commands_output(
     fresh = _json(capsys, transcripts_section.FIXTURES_ARG)
     assert json.loads(transcripts_section.TRANSCRIPTS_FILE.read_text()) == fresh
     section = "\n".join(transcripts_section.lines())
-    assert "| shipped guard: stop (enforce) | 6 (median call 12) | 0 | 1 | 5 |" in section
+    assert "| shipped guard: stop (enforce) | 9 (median call 9) | 0 | 3 | 6 |" in section
 
 
 def test_the_bench_corpus_is_what_the_command_reads(

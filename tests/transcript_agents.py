@@ -13,6 +13,9 @@ committed one.  Temporary paths in the logs are replaced by a fixed one
 - mini-swe-agent (PyPI ``mini-swe-agent``) through litellm's OpenAI-compatible
   route (``openai/<model>`` with ``api_base``) against the same server: it
   writes ``<name>.traj.json``.
+- the OpenHands SDK (PyPI ``openhands-sdk``, its own Python 3.12 venv:
+  ``tests/transcript_openhands.py``) the same way: it writes a conversation
+  folder (``python tests/transcript_agents.py openhands OUTDIR``).
 """
 
 from __future__ import annotations
@@ -231,9 +234,79 @@ def own_history(out: Path) -> list[Path]:
     return written
 
 
+#: scenario -> (fixed conversation id, iteration limit)
+OPENHANDS_SCENARIOS = {
+    "failing-command": ("0e0e0e0e-0000-4000-8000-000000000001", 14),
+    "mixed": ("0e0e0e0e-0000-4000-8000-000000000002", 14),
+    "varied-missing": ("0e0e0e0e-0000-4000-8000-000000000003", 10),
+}
+
+
+def _openhands_replies(work: Path) -> dict[str, list[Reply]]:
+    def terminal(call_id: str, command: str, **more: object) -> tuple[str, str, str]:
+        return call(call_id, "terminal", {"command": command, **more})
+
+    missing = str(work / "missing.txt")
+    return {
+        # the same failing command again and again: the SDK's stuck detector ends the run
+        "failing-command": [
+            Reply(text="Reading it.", calls=(terminal(f"call_f{i}", "cat missing.txt"),))
+            for i in range(16)
+        ],
+        # a different missing file each turn (no identical calls) until the iteration limit
+        "varied-missing": [
+            Reply(calls=(terminal(f"call_v{i}", f"cat missing-{i}.txt"),)) for i in range(12)
+        ],
+        # a two-call batch, a missing file, an unknown tool, a call its validation refuses,
+        # a command past its timeout, then the finish tool
+        "mixed": [
+            Reply(
+                text="Write and read.",
+                calls=(
+                    terminal("call_m0", "echo hello > notes.txt"),
+                    call("call_m1", "file_editor", {"command": "view", "path": missing}),
+                ),
+            ),
+            Reply(calls=(terminal("call_m2", "cat notes.txt"),)),
+            Reply(calls=(call("call_m3", "python", {"code": "1"}),)),
+            Reply(calls=(call("call_m4", "terminal", {"timeout": 1}),)),
+            Reply(calls=(terminal("call_m5", "sleep 8", timeout=1),)),
+            Reply(calls=(terminal("call_m6", "ls nope"),)),
+            Reply(text="Done.", calls=(call("call_m7", "finish", {"message": "It is missing."}),)),
+        ],
+    }
+
+
+def openhands(out: Path, only: Sequence[str] | None = None) -> list[Path]:
+    """Run the OpenHands SDK once per scenario (or ``only``); copy each conversation folder."""
+    from transcript_openhands import python, run_openhands, scrub_conversation
+
+    interpreter = python()
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    with tempfile.TemporaryDirectory(prefix="tfg-openhands-") as tmp:
+        root = Path(tmp)
+        for name, (conversation_id, limit) in OPENHANDS_SCENARIOS.items():
+            if only is not None and name not in only:
+                continue
+            work = root / name
+            work.mkdir()
+            with serve(FakeOpenAI(_openhands_replies(work)[name], numbered_ids=True)) as fake:
+                folder, _ = run_openhands(
+                    interpreter,
+                    fake.base_url,
+                    work,
+                    root / f"{name}.persist",
+                    conversation_id,
+                    limit,
+                )
+            written.append(scrub_conversation(folder, root, out / name))
+    return written
+
+
 def main(argv: Sequence[str]) -> int:
     kind, out = argv[0], Path(argv[1])
-    makers = {"qwen-code": qwen_code, "mini-swe-agent": mini_swe_agent}
+    makers = {"qwen-code": qwen_code, "mini-swe-agent": mini_swe_agent, "openhands": openhands}
     made = makers.get(kind, own_history)(out)
     if kind == "qwen-code":
         made.append(qwen_code_acp(out))

@@ -21,8 +21,12 @@ FIXTURES_ARG = "tests/fixtures/transcripts"
 _AGENTS = {
     "claude-code": "Claude Code 2.1.197 (npm; session logs and `--output-format stream-json`)",
     "codex": "OpenAI Codex CLI 0.169.0 (npm; `codex exec` rollouts)",
+    "gemini-cli": "Gemini CLI 0.61.0 (npm; `-p` chat logs)",
     "qwen-code": "Qwen Code 0.24.4 (npm; `-p` and ACP, yolo)",
     "mini-swe-agent": "mini-swe-agent 2.4.6 (PyPI, default agent, litellm)",
+    "openhands": "OpenHands SDK 1.58.2 (PyPI `openhands-sdk`; terminal and file editor tools)",
+    "swe-agent": "SWE-agent 1.1.0 `.traj` format (written by hand from its source: no usable "
+    "release on PyPI)",
     "tool-failure-guard": "this project's ACP agent (scripted-model scenarios)",
 }
 PUBLIC_CORPUS_NOTE = (
@@ -55,10 +59,13 @@ def lines(path: Path = TRANSCRIPTS_FILE) -> list[str]:
         "",
         "`tool-failure-guard transcripts` (docs/transcripts.md) replays agents' own session "
         "logs through the shipped core in every mode and the peers' rules. Corpus: the "
-        f"fixtures under `{FIXTURES_ARG}/`, each written by the agent itself: Qwen Code and "
-        "mini-swe-agent against the project's scripted OpenAI-compatible server on 127.0.0.1 "
-        "(model `test-model`), this project's agent with its built-in scripted model; the "
-        "scripts are failing loops and mostly successful runs (README there):",
+        f"fixtures under `{FIXTURES_ARG}/`, each written by the agent itself but SWE-agent's "
+        "(written by hand in its format): Qwen Code, mini-swe-agent and the OpenHands SDK "
+        "against the project's scripted OpenAI-compatible server on 127.0.0.1 (model "
+        "`test-model`), Claude Code, the Codex CLI and Gemini CLI against local fakes of their "
+        "APIs, this "
+        "project's agent with its built-in scripted model; the scripts are failing loops and "
+        "mostly successful runs (README there):",
         "",
         "| agent | files | runs |",
         "|---|---|---|",

@@ -4,7 +4,9 @@ A file named on the command line must be a transcript of a known kind (else a
 :class:`~tool_failure_guard.transcripts.model.TranscriptError` naming it); in a
 walked directory a file of no known kind is skipped and reported, never read
 further.  Importer modules that are not installed (a kind still being written)
-are left out of sniffing.
+are left out of sniffing.  A kind whose transcript is a folder of files (an
+OpenHands conversation) has an ``owner(path)`` naming the folder a file
+belongs to: every file in it becomes that one source, read once.
 """
 
 from __future__ import annotations
@@ -69,6 +71,16 @@ def sniff(path: Path, modules: Sequence[tuple[str, ModuleType]]) -> str | None:
     return None
 
 
+def _owned(path: Path, modules: Sequence[tuple[str, ModuleType]]) -> tuple[str, Path] | None:
+    """``(kind, folder)`` when ``path`` is part of a folder-shaped transcript."""
+    for kind, module in modules:
+        owner = getattr(module, "owner", None)
+        folder = owner(path) if owner is not None else None
+        if folder is not None:
+            return kind, folder
+    return None
+
+
 def discover(paths: Sequence[str], kind: str | None = None) -> tuple[list[Source], list[Skipped]]:
     """Every transcript under ``paths`` (sorted within a directory) and what was skipped."""
     installed = available_kinds()
@@ -76,16 +88,35 @@ def discover(paths: Sequence[str], kind: str | None = None) -> tuple[list[Source
         raise TranscriptError(kind, None, "this kind's importer is not installed in this version")
     kinds = [kind] if kind is not None else installed
     modules = [(k, importer(k)) for k in kinds]
+    owners = [(k, importer(k)) for k in installed]
     known = ", ".join(kinds)
     sources: list[Source] = []
     skipped: list[Skipped] = []
+    folders: set[Path] = set()
+
+    def add_folder(owned: tuple[str, Path], size: int) -> None:
+        if owned[1] in folders:
+            return
+        folders.add(owned[1])
+        if owned[0] in kinds:
+            sources.append(Source(owned[1], owned[0], size))
+        else:  # --kind another: the folder is one skipped transcript, not each of its files
+            skipped.append(Skipped(str(owned[1]), f"a {owned[0]} transcript, not {known}"))
+
     for given in paths:
         path = Path(given)
-        if path.is_dir():
+        owned = _owned(path, owners)
+        if owned is not None:
+            add_folder(owned, 0)
+        elif path.is_dir():
             files = sorted(p for p in path.rglob("*") if p.is_file())
             if len(files) > MAX_FILES:
                 raise TranscriptError(given, None, f"more than {MAX_FILES} files")
             for file in files:
+                owned = _owned(file, owners)
+                if owned is not None:
+                    add_folder(owned, file.stat().st_size)
+                    continue
                 found = sniff(file, modules)
                 if found is None:
                     skipped.append(

@@ -6,11 +6,13 @@ is this kind's) and ``read(path) -> Iterator[Run]`` (raises
 :class:`~tool_failure_guard.transcripts.model.TranscriptError` naming
 ``file:line`` on a damaged or truncated file).  Modules are imported only when
 asked for, so one kind's parser never costs another's; a kind whose module is
-not installed is left out of sniffing.  Every importer reads through the one
+not installed is left out of sniffing.  A kind whose transcript is a folder
+of files (OpenHands) also defines ``owner(path) -> Path | None``: the folder a
+file belongs to, which the walk reads once as one source.  Every importer reads through the one
 reader in ``_read``: ``records`` / ``json_document`` (bounded reads, errors
 naming ``file:line``, "truncated" for a cut-short end) and ``fingerprint``
 (arguments as key-sorted JSON, digested: the identical-call rules' key);
-``_vocabulary`` holds the error types they emit.
+``tool_failure_guard.agent_outcomes.vocabulary`` holds the error types they emit.
 """
 
 from __future__ import annotations
@@ -22,8 +24,11 @@ from types import ModuleType
 IMPORTERS: dict[str, str] = {
     "claude-code": "claude_code",
     "codex": "codex",
+    "gemini-cli": "gemini_cli",
     "qwen-code": "qwen_code",
     "mini-swe-agent": "mini_swe_agent",
+    "openhands": "openhands",
+    "swe-agent": "swe_agent",
     "tool-failure-guard": "own_history",
 }
 
@@ -32,8 +37,12 @@ IMPORTERS: dict[str, str] = {
 LOG_LOCATIONS: dict[str, str] = {
     "claude-code": "~/.claude/projects/<project>/<session id>.jsonl",
     "codex": "~/.codex/sessions/YYYY/MM/DD/rollout-<time>-<thread id>.jsonl",
+    "gemini-cli": "~/.gemini/tmp/<project>/chats/session-*.jsonl",
     "qwen-code": "~/.qwen/projects/<cwd, '/' as '-'>/chats/<session id>.jsonl",
     "mini-swe-agent": "<name>.traj.json, where its run was told to save it (-o)",
+    "openhands": "the conversation folder (base_state.json, events/) under the SDK's "
+    "persistence dir",
+    "swe-agent": "trajectories/<user>/<run>/<instance>/<instance>.traj",
     "tool-failure-guard": "<state dir>/sessions/<session id>.jsonl "
     "(~/.local/share/tool-failure-guard by default)",
 }
