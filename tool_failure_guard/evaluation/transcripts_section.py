@@ -22,7 +22,7 @@ _AGENTS = {
     "claude-code": "Claude Code 2.1.197 (npm; session logs and `--output-format stream-json`)",
     "codex": "OpenAI Codex CLI 0.169.0 (npm; `codex exec` rollouts)",
     "qwen-code": "Qwen Code 0.24.4 (npm; `-p` and ACP, yolo)",
-    "mini-swe-agent": "mini-swe-agent 2.4.6 (PyPI, default agent, litellm)",
+    "mini-swe-agent": "mini-swe-agent 2.4.6 and 1.15.0 (PyPI, default agent, litellm)",
     "tool-failure-guard": "this project's ACP agent (scripted-model scenarios)",
 }
 PUBLIC_CORPUS_NOTE = (
