@@ -86,8 +86,9 @@ def _settle(
     result: dict[str, Any], path: Path, line: int
 ) -> tuple[TerminalStatus, ExecutionStatus, str | None]:
     status = result.get("status")
-    if status not in _TERMINAL:
-        raise TranscriptError(str(path), line, f"unknown toolCallResult.status {status!r}")
+    if not isinstance(status, str) or status not in _TERMINAL:
+        shown = repr(status) if len(repr(status)) <= 80 else f"a {type(status).__name__}"
+        raise TranscriptError(str(path), line, f"unknown toolCallResult.status {shown}")
     execution = result.get("executionStatus")
     axes = STATUS_TABLE.get((status, execution)) if isinstance(execution, str) else None
     terminal, exec_status = axes or (_TERMINAL[status], ExecutionStatus.UNKNOWN)
