@@ -17,6 +17,12 @@ CLIENTS_STAMP := $(CLIENTS)/node_modules/.installed
 # (tests/transcript_capture.py).
 AGENTS := .agents
 AGENTS_STAMP := $(AGENTS)/node_modules/.installed
+# mini-swe-agent 1.15 (its `mini-swe-agent-1` trajectories: text actions) cannot share a venv
+# with the 2.x of the transcript-agents extra: its own venv, for the v1 fixtures' re-capture
+# (tests/transcript_mini.py finds it here, or TOOL_FAILURE_GUARD_MINI1_PYTHON names another).
+MINI1 := .mini1
+MINI1_VERSION := 1.15.0
+MINI1_STAMP := $(MINI1)/.installed-$(MINI1_VERSION)
 
 .PHONY: agents demo test bench bench-growth render lint typecheck unit setup clean eval eval-setup
 
@@ -60,8 +66,13 @@ setup: $(STAMP) $(MCP_STAMP) $(CLIENTS_STAMP) agents
 # from npm, about 640 MB; mini-swe-agent from PyPI with litellm): installed by `make setup`,
 # not by `make test`, which keeps CI under its time budget; their re-capture tests skip
 # without them unless TOOL_FAILURE_GUARD_REQUIRE_AGENT_CLIS=1.
-agents: $(STAMP) $(AGENTS_STAMP)
+agents: $(STAMP) $(AGENTS_STAMP) $(MINI1_STAMP)
 	$(BIN)/pip install -q -e '.[transcript-agents]'
+
+$(MINI1_STAMP):
+	$(PYTHON) -m venv $(MINI1)
+	$(MINI1)/bin/pip install -q 'mini-swe-agent==$(MINI1_VERSION)'
+	@touch $(MINI1_STAMP)
 
 demo: $(STAMP)
 	$(BIN)/tool-failure-guard demo
@@ -105,4 +116,4 @@ render: $(STAMP)
 	$(BIN)/tool-failure-guard render
 
 clean:
-	rm -rf $(VENV) $(MCP_SERVERS)/node_modules $(CLIENTS)/node_modules $(AGENTS)/node_modules .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(MINI1) $(MCP_SERVERS)/node_modules $(CLIENTS)/node_modules $(AGENTS)/node_modules .pytest_cache .mypy_cache .ruff_cache .hypothesis
