@@ -192,7 +192,9 @@ def discover(paths: Sequence[str], kind: str | None = None, streams: Path | None
         if stat.S_ISDIR(mode):
             _walk(given, modules, known, out)
             continue
-        if stat.S_ISFIFO(mode) and streams is not None:
+        if stat.S_ISFIFO(mode):
+            if streams is None:
+                raise TranscriptError(given, None, "a named pipe, and no place to copy it to")
             path = spool(given, streams)
         elif stat.S_ISREG(mode):
             path = Path(given)
