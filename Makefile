@@ -26,6 +26,12 @@ PYTHON312 ?= $(shell for p in python3.12 python3.13 \
 OPENHANDS_VENV := .venv-openhands
 OPENHANDS_STAMP := $(OPENHANDS_VENV)/.installed
 OPENHANDS_PINS := openhands-sdk==1.58.2 openhands-tools==1.58.2
+# mini-swe-agent 1.15 (its `mini-swe-agent-1` trajectories: text actions) cannot share a venv
+# with the 2.x of the transcript-agents extra: its own venv, for the v1 fixtures' re-capture
+# (tests/transcript_mini.py finds it here, or TOOL_FAILURE_GUARD_MINI1_PYTHON names another).
+MINI1 := .mini1
+MINI1_VERSION := 1.15.0
+MINI1_STAMP := $(MINI1)/.installed-$(MINI1_VERSION)
 
 .PHONY: agents demo test bench bench-growth render lint typecheck unit setup clean eval eval-setup
 
@@ -79,8 +85,13 @@ setup: $(STAMP) $(MCP_STAMP) $(CLIENTS_STAMP) agents
 # from PyPI in .venv-openhands, Python 3.12+, about 660 MB): installed by `make setup`,
 # not by `make test`, which keeps CI under its time budget; their re-capture tests skip
 # without them unless TOOL_FAILURE_GUARD_REQUIRE_AGENT_CLIS=1.
-agents: $(STAMP) $(AGENTS_STAMP) $(OPENHANDS_STAMP)
+agents: $(STAMP) $(AGENTS_STAMP) $(OPENHANDS_STAMP) $(MINI1_STAMP)
 	$(BIN)/pip install -q -e '.[transcript-agents]'
+
+$(MINI1_STAMP):
+	$(PYTHON) -m venv $(MINI1)
+	$(MINI1)/bin/pip install -q 'mini-swe-agent==$(MINI1_VERSION)'
+	@touch $(MINI1_STAMP)
 
 demo: $(STAMP)
 	$(BIN)/tool-failure-guard demo
@@ -125,4 +136,4 @@ render: $(STAMP)
 	$(BIN)/tool-failure-guard render
 
 clean:
-	rm -rf $(VENV) $(MCP_SERVERS)/node_modules $(CLIENTS)/node_modules $(AGENTS)/node_modules .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(MINI1) $(OPENHANDS_VENV) $(MCP_SERVERS)/node_modules $(CLIENTS)/node_modules $(AGENTS)/node_modules .pytest_cache .mypy_cache .ruff_cache .hypothesis

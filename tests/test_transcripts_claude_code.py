@@ -224,6 +224,14 @@ def _bash_result(tmp_path: Path, content: Any, is_error: bool | None, structured
             id="refused at the terminal",
         ),
         pytest.param(
+            "The user doesn't want to take this action right now. STOP what you are doing and "
+            "wait for the user to tell you how to proceed.",
+            True,
+            "Error: declined",
+            ("cancelled", "not_started", None, True),
+            id="permission declined",
+        ),
+        pytest.param(
             "<tool_use_error>File has not been read yet. Read it first.</tool_use_error>",
             True,
             "Error: File has not been read yet.",

@@ -24,7 +24,7 @@ from transcript_scrub import SCRUBBED_ROOT
 from tool_failure_guard.transcripts.importers import openhands
 from tool_failure_guard.transcripts.model import Run, TranscriptError
 from tool_failure_guard.transcripts.replay import replay_run
-from tool_failure_guard.transcripts.walk import discover
+from tool_failure_guard.transcripts.walk import Skipped, Source, discover
 
 OPENHANDS = FIXTURES / "openhands"
 
@@ -115,22 +115,27 @@ def test_the_guard_and_the_peers_on_the_sdk_runs() -> None:
     assert result.peers["opencode_roo"] == 3 and result.peers["goose"] == 3
 
 
+def _discover(paths: list[str], kind: str | None = None) -> tuple[list[Source], list[Skipped]]:
+    found = discover(paths, kind)
+    return found.sources, found.skipped
+
+
 def test_a_walk_reads_each_conversation_once_and_skips_none_of_its_files(tmp_path: Path) -> None:
-    sources, skipped = discover([str(OPENHANDS)])
+    sources, skipped = _discover([str(OPENHANDS)])
     assert sorted(s.path.name for s in sources) == sorted(BY_HAND)
     assert {s.kind for s in sources} == {"openhands"} and skipped == []
     # the SDK's lock and length-marker files, as it leaves them, are part of the folder too
     copy = shutil.copytree(OPENHANDS / "mixed", tmp_path / "conv")
     (copy / "events" / ".eventlog.lock").write_bytes(b"")
     (copy / "events" / ".eventlog-len-18.marker").write_bytes(b"")
-    sources, skipped = discover([str(tmp_path)])
+    sources, skipped = _discover([str(tmp_path)])
     assert [s.path for s in sources] == [copy] and skipped == []
     # a file of the folder named on the command line reads its conversation
     (event,) = (copy / "events").glob("event-00003-*.json")
-    sources, _ = discover([str(event)])
+    sources, _ = _discover([str(event)])
     assert [s.path for s in sources] == [copy]
     # --kind another: the folder is one skipped entry, not each of its files
-    sources, skipped = discover([str(tmp_path)], kind="qwen-code")
+    sources, skipped = _discover([str(tmp_path)], kind="qwen-code")
     assert sources == [] and [s.path for s in skipped] == [str(copy)]
 
 

@@ -189,6 +189,31 @@ def test_a_fresh_mini_swe_agent_trajectory_maps_like_the_fixture() -> None:
     assert _shape(now) == _shape(committed)
 
 
+@pytest.mark.parametrize("scenario", ["v1-submits", "v1-failing-command"])
+def test_a_fresh_mini_swe_agent_1_trajectory_maps_like_the_fixture(scenario: str) -> None:
+    """mini-swe-agent 1.15 (text actions) in its own venv: ``make agents`` makes ``.mini1``."""
+    from transcript_mini import MINI1_VERSION, mini1_python
+
+    if mini1_python() is None:
+        reason = f"mini-swe-agent {MINI1_VERSION} is not installed in .mini1"
+        if os.environ.get(REQUIRE_ENV_VAR) == "1":
+            pytest.fail(f"{reason} ({REQUIRE_ENV_VAR}=1)")
+        pytest.skip(f"{reason}; `make agents` installs it")
+    from transcript_agents import mini_swe_agent_1 as run_mini1
+
+    with tempfile.TemporaryDirectory() as tmp:
+        (fresh,) = run_mini1(Path(tmp), only=(scenario,))
+        data = json.loads(fresh.read_text("utf-8"))
+        assert data["trajectory_format"] == "mini-swe-agent-1"
+        assert data["info"]["mini_version"] == MINI1_VERSION
+        now = [replay_run(r) for r in mini_swe_agent.read(fresh)]
+    committed = [
+        replay_run(r)
+        for r in mini_swe_agent.read(FIXTURES / "mini-swe-agent" / f"{scenario}.traj.json")
+    ]
+    assert _shape(now) == _shape(committed)
+
+
 def test_on_the_originals_own_record_enforce_stops_where_the_original_stopped() -> None:
     """Qwen Code 0.24.4 in ACP enforce: its guard stopped the prompt after its last batch."""
     (run,) = qwen_code.read(FIXTURES / "qwen-code" / "acp-enforce-stopped.jsonl")

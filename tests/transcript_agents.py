@@ -196,6 +196,51 @@ def mini_swe_agent(out: Path, only: Sequence[str] | None = None) -> list[Path]:
     return written
 
 
+def _mini1_replies() -> dict[str, list[Reply]]:
+    def bash(command: str, thought: str = "THOUGHT: next.") -> Reply:
+        return Reply(text=f"{thought}\n\n```bash\n{command}\n```")
+
+    return {
+        # the same failing command over and over, then the step limit ends the run
+        "v1-failing-command": [bash("cat missing.txt") for _ in range(16)],
+        # a failure, a success, a timeout, two blocks (refused), no block, then the submit
+        "v1-submits": [
+            bash("cat missing.txt", "THOUGHT: look."),
+            bash("echo hello > notes.txt && cat notes.txt", "THOUGHT: write and read."),
+            bash("sleep 9", "THOUGHT: wait."),
+            Reply(text="THOUGHT: two.\n\n```bash\nls\n```\n\n```bash\npwd\n```"),
+            Reply(text="THOUGHT: no block at all."),
+            bash("echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT", "THOUGHT: done."),
+        ],
+    }
+
+
+def mini_swe_agent_1(out: Path, only: Sequence[str] | None = None) -> list[Path]:
+    """Run mini-swe-agent 1.15's default agent (its own venv) once per scenario; copy each."""
+    from transcript_mini import mini1_python, run_mini
+
+    python = mini1_python()
+    if python is None:
+        raise RuntimeError("mini-swe-agent 1.15 is not installed (make agents makes .mini1)")
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    with tempfile.TemporaryDirectory(prefix="tfg-mini1-") as tmp:
+        root = Path(tmp)
+        for name, script in _mini1_replies().items():
+            if only is not None and name not in only:
+                continue
+            work = root / name
+            work.mkdir()
+            with serve(FakeOpenAI(list(script))) as fake:
+                traj = run_mini(
+                    fake.base_url, work, root / f"{name}.traj.json", step_limit=14, python=python
+                )
+            target = out / f"{name}.traj.json"
+            target.write_text(_fix_paths(traj.read_text("utf-8"), root), "utf-8")
+            written.append(target)
+    return written
+
+
 async def _own_session(state: Path, home: Path, project: Path, mode: str, scenario: str) -> str:
     from acp import text_block
 
@@ -306,7 +351,12 @@ def openhands(out: Path, only: Sequence[str] | None = None) -> list[Path]:
 
 def main(argv: Sequence[str]) -> int:
     kind, out = argv[0], Path(argv[1])
-    makers = {"qwen-code": qwen_code, "mini-swe-agent": mini_swe_agent, "openhands": openhands}
+    makers = {
+        "qwen-code": qwen_code,
+        "mini-swe-agent": mini_swe_agent,
+        "mini-swe-agent-1": mini_swe_agent_1,
+        "openhands": openhands,
+    }
     made = makers.get(kind, own_history)(out)
     if kind == "qwen-code":
         made.append(qwen_code_acp(out))

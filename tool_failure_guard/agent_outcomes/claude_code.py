@@ -68,11 +68,14 @@ def _interrupted_text(r: Result) -> Outcome | None:
 
 
 def _not_granted(r: Result) -> Outcome | None:
-    # -p without a matching allow rule, or a user who said no in the terminal
+    # -p without a matching allow rule, or a user who said no in the terminal (or declined
+    # the permission prompt: "doesn't want to take this action right now")
     if not r.is_error:
         return None
-    if ("requested permissions to" in r.text and "haven't granted it yet" in r.text) or (
-        "doesn't want to proceed with this tool use" in r.text
+    if (
+        ("requested permissions to" in r.text and "haven't granted it yet" in r.text)
+        or "doesn't want to proceed with this tool use" in r.text
+        or "doesn't want to take this action right now" in r.text
     ):
         return _out("cancelled", "not_started", None, True)
     return None

@@ -31,6 +31,20 @@ SUCCESS: Final[Outcome] = (TerminalStatus.SUCCESS, ExecutionStatus.SUCCESS, None
 NO_RESULT: Final[Outcome] = (TerminalStatus.ERROR, ExecutionStatus.UNKNOWN, None, False)
 
 
+#: Outputs of Codex's own tool handlers that say the call failed although no item or exit
+#: code records it (each the start of the text its handler returns to the model): prefix ->
+#: error type.  Read from text, so ``heuristic``.
+FAILED_OUTPUT_PREFIXES: Final[dict[str, str]] = {
+    "apply_patch verification failed": v.EXECUTION_FAILED,  # the patch does not fit the file
+    "collab spawn failed": v.EXECUTION_FAILED,  # spawn_agent
+    "collab manager unavailable": v.EXECUTION_FAILED,  # spawn_agent
+    "write_stdin failed": v.EXECUTION_FAILED,  # e.g. "Unknown process id"
+    "resources/list failed": v.MCP_TOOL_ERROR,  # list_mcp_resources
+    "resources/templates/list failed": v.MCP_TOOL_ERROR,
+    "resources/read failed": v.MCP_TOOL_ERROR,
+}
+
+
 def _out(status: str, execution: str, error_type: str | None, heuristic: bool) -> Outcome:
     return (TerminalStatus(status), ExecutionStatus(execution), error_type, heuristic)
 
@@ -106,6 +120,9 @@ def from_output(output: Any) -> Outcome:
         return _out("cancelled", "not_started", None, True)
     if stripped == "aborted" or stripped.startswith("aborted by user"):
         return _out("cancelled", "cancelled", None, True)
+    for prefix, error_type in FAILED_OUTPUT_PREFIXES.items():
+        if stripped.startswith(prefix):
+            return _out("error", "error", error_type, True)
     code = _metadata_exit_code(stripped)
     if code is not None:  # the older shell tool's JSON output: structured
         return SUCCESS if code == 0 else _out("error", "error", v.SHELL_EXECUTE_ERROR, False)

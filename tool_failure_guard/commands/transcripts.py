@@ -4,8 +4,11 @@ Reads each transcript with its importer (sniffed, or ``--kind``), replays
 every run through the shipped protection core in shadow, warn and enforce
 (:mod:`~tool_failure_guard.transcripts.replay`) and prints one row per run and
 the fleet summary, or ``--json``.  Arguments, outputs and error texts are
-printed only with ``--show-content``.  Exit 2 names ``file:line`` for a file
-that is not a transcript of a known kind, or is damaged or truncated.
+printed only with ``--show-content``.  Exit 0: every file was read; 1: the
+report is complete but some files under a directory were skipped (listed,
+with why); 2: an error naming ``file:line`` (a file named on the command line
+that is not a transcript of a known kind, or is damaged or truncated; no run
+read at all; a ``--plot`` target that cannot be written).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
 from pathlib import Path
 
 HELP = "what the guard and peers' loop rules would have done on agents' own session logs"
@@ -33,7 +37,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="also print error texts and argument fingerprints (never printed otherwise)",
     )
     parser.add_argument(
-        "--plot", type=Path, metavar="PNG", help="write a plot (needs the [plot] extra: matplotlib)"
+        "--plot",
+        type=Path,
+        metavar="PNG",
+        help="write a plot: a .png file, or a directory to write transcripts.png in (needs [plot])",
     )
     progress = parser.add_mutually_exclusive_group()
     progress.add_argument(
@@ -44,43 +51,51 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _write(text: str) -> None:
+    """All of ``text`` in one write, in whatever encoding stdout has (never half a report)."""
+    encoding = getattr(sys.stdout, "encoding", None) or "utf-8"
+    sys.stdout.write(text.encode(encoding, "backslashreplace").decode(encoding))
+    sys.stdout.flush()
+
+
 def run(args: argparse.Namespace) -> int:
-    from tool_failure_guard.transcripts.importers import importer
+    from tool_failure_guard.transcripts.collect import NoRuns, collect
     from tool_failure_guard.transcripts.model import TranscriptError
-    from tool_failure_guard.transcripts.plot import PlotUnavailable, write_plot
-    from tool_failure_guard.transcripts.replay import RunResult, replay_run
+    from tool_failure_guard.transcripts.plot import PlotUnavailable, plot_target, write_plot
     from tool_failure_guard.transcripts.report import document, fleet
-    from tool_failure_guard.transcripts.text import render
-    from tool_failure_guard.transcripts.walk import Progress, discover
+    from tool_failure_guard.transcripts.text import render, shown
+
+    def fail(message: str) -> int:
+        print(f"tool-failure-guard transcripts: {shown(message)}", file=sys.stderr)
+        return 2
 
     try:
-        sources, skipped = discover(args.paths, args.kind)
-        progress = Progress(len(sources), sum(s.size for s in sources), args.progress)
-        results: list[RunResult] = []
-        runs_per_file: list[int] = []
-        batches = 0
-        for number, source in enumerate(sources, start=1):
-            before = len(results)
-            for imported in importer(source.kind).read(source.path):
-                batches += sum(1 for t in imported.turns if t.calls)
-                results.append(replay_run(imported))
-            runs_per_file.append(len(results) - before)
-            progress.update(number, len(results), batches)
-        progress.done()
-    except TranscriptError as exc:
-        print(f"tool-failure-guard transcripts: {exc}", file=sys.stderr)
-        return 2
-    summary = fleet(results, batches)
-    if args.plot is not None:
+        plot = None if args.plot is None else plot_target(args.plot)  # before any work
+        with tempfile.TemporaryDirectory(prefix="tfg-transcripts-") as streams:
+            found = collect(args.paths, args.kind, Path(streams), args.progress)
+    except NoRuns as exc:
+        for skipped in exc.skipped:
+            print(f"  skipped {shown(skipped.path)}: {shown(skipped.reason)}", file=sys.stderr)
+        return fail(str(exc))
+    except (TranscriptError, PlotUnavailable) as exc:
+        return fail(str(exc))
+    summary = fleet(found.results, found.batches)
+    if plot is not None:
         try:
-            write_plot(summary, args.plot)
-        except (PlotUnavailable, OSError) as exc:
-            print(f"tool-failure-guard transcripts: {exc}", file=sys.stderr)
-            return 2
+            write_plot(summary, plot)
+        except OSError as exc:
+            return fail(f"--plot {args.plot}: {exc.strerror or exc}")
     if args.json:
-        data = document(sources, skipped, runs_per_file, results, summary, args.show_content)
-        json.dump(data, sys.stdout, indent=2, ensure_ascii=False)
-        sys.stdout.write("\n")
+        data = document(
+            found.sources,
+            found.skipped,
+            found.runs_per_file,
+            found.results,
+            summary,
+            args.show_content,
+        )
+        # built whole, ASCII (a lone surrogate or undecodable name is a JSON escape)
+        _write(json.dumps(data, indent=2, ensure_ascii=True) + "\n")
     else:
-        sys.stdout.write(render(results, summary, skipped, len(sources), args.show_content))
-    return 0
+        _write(render(found.results, summary, found.skipped, len(found.sources), args.show_content))
+    return 1 if found.skipped else 0

@@ -23,7 +23,7 @@ _AGENTS = {
     "codex": "OpenAI Codex CLI 0.169.0 (npm; `codex exec` rollouts)",
     "gemini-cli": "Gemini CLI 0.61.0 (npm; `-p` chat logs)",
     "qwen-code": "Qwen Code 0.24.4 (npm; `-p` and ACP, yolo)",
-    "mini-swe-agent": "mini-swe-agent 2.4.6 (PyPI, default agent, litellm)",
+    "mini-swe-agent": "mini-swe-agent 2.4.6 and 1.15.0 (PyPI, default agent, litellm)",
     "openhands": "OpenHands SDK 1.58.2 (PyPI `openhands-sdk`; terminal and file editor tools)",
     "swe-agent": "SWE-agent 1.1.0 `.traj` format (written by hand from its source: no usable "
     "release on PyPI)",

@@ -67,3 +67,6 @@ class Run:
     turns: tuple[Turn, ...]
     succeeded: bool | None = None  #: None where the log does not say
     model: str | None = None  #: the model name where recorded
+    #: what decided ``succeeded``: ``agent`` (the agent's own record; the importer's docs say
+    #: which), a SWE-bench verdict (:mod:`~tool_failure_guard.transcripts.verdicts`), None
+    outcome_from: str | None = None

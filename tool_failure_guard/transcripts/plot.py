@@ -6,6 +6,9 @@ here, only when a plot is asked for.
 
 from __future__ import annotations
 
+import importlib.util
+import os
+import tempfile
 from pathlib import Path
 
 from tool_failure_guard._extras import install_hint
@@ -14,8 +17,35 @@ from tool_failure_guard.transcripts.report import OUTCOMES, RULE_LABELS, Fleet
 _COLOURS = {"succeeded": "#4c9a2a", "failed": "#c0392b", "not_recorded": "#95a5a6"}
 
 
+#: The file ``--plot DIR`` writes inside DIR.
+DEFAULT_NAME = "transcripts.png"
+
+
 class PlotUnavailable(RuntimeError):
-    """matplotlib is not installed."""
+    """matplotlib is not installed, or the plot cannot be written where asked."""
+
+
+def plot_target(asked: Path) -> Path:
+    """Where ``--plot`` writes, checked before any work: a ``.png`` file in an existing
+    directory, or :data:`DEFAULT_NAME` inside a directory given; else a clear error."""
+    if asked.is_dir():
+        target = asked / DEFAULT_NAME
+    elif asked.suffix.lower() != ".png":
+        raise PlotUnavailable(
+            f"--plot {asked}: the plot is a PNG image; name a .png file or a directory"
+        )
+    else:
+        target = asked
+    folder = target.parent
+    if not folder.is_dir():
+        raise PlotUnavailable(f"--plot {asked}: no directory {folder}")
+    if not os.access(folder, os.W_OK):
+        raise PlotUnavailable(f"--plot {asked}: the directory {folder} is not writable")
+    if target.is_dir():
+        raise PlotUnavailable(f"--plot {asked}: {target} is a directory")
+    if importlib.util.find_spec("matplotlib") is None:
+        raise PlotUnavailable("--plot needs matplotlib: pip install 'tool-failure-guard[eval]'")
+    return target
 
 
 def write_plot(summary: Fleet, path: Path) -> None:
@@ -39,5 +69,14 @@ def write_plot(summary: Fleet, path: Path) -> None:
     axes.set_title("Where each rule fires, by run outcome")
     axes.legend(loc="lower right")
     figure.tight_layout()
-    figure.savefig(path, dpi=100)
-    plt.close(figure)
+    # written beside the target and renamed into place: never half a PNG
+    handle, temporary = tempfile.mkstemp(prefix=".transcripts-", suffix=".png", dir=path.parent)
+    try:
+        with os.fdopen(handle, "wb") as out:
+            figure.savefig(out, dpi=100, format="png")
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+    finally:
+        plt.close(figure)

@@ -70,6 +70,7 @@ class RunResult:
     run_id: str
     model: str | None
     succeeded: bool | None
+    outcome_from: str | None  #: what decided ``succeeded`` (``agent``, a SWE-bench verdict)
     turns: int
     calls: int
     failed_calls: int
@@ -178,6 +179,7 @@ def replay_run(run: Run) -> RunResult:
         run_id=run.run_id,
         model=run.model,
         succeeded=run.succeeded,
+        outcome_from=run.outcome_from or ("agent" if run.succeeded is not None else None),
         turns=len(turns),
         calls=len(flat),
         failed_calls=sum(1 for c in flat if c.failed),

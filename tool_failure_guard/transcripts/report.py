@@ -25,6 +25,14 @@ RULE_LABELS: dict[str, str] = {
     **{key: label for label, key in PEER_KEYS.items()},
 }
 OUTCOMES = ("succeeded", "failed", "not_recorded")
+#: A run with model turns and not one call its importer could read: its zeros say nothing
+#: (a log format the importer does not know), so it is flagged, never a plausible zero.
+NO_CALL_READ = "no_call_read"
+
+
+def flags(result: RunResult) -> list[str]:
+    """What the reader of ``result``'s numbers must know (:data:`NO_CALL_READ`)."""
+    return [NO_CALL_READ] if result.turns and not result.calls else []
 
 
 def outcome(result: RunResult) -> str:
@@ -129,6 +137,8 @@ def run_document(result: RunResult, show_content: bool) -> dict[str, Any]:
         "run_id": result.run_id,
         "model": result.model,
         "succeeded": result.succeeded,
+        "outcome_from": result.outcome_from,
+        "flags": flags(result),
         "turns": result.turns,
         "calls": result.calls,
         "failed_calls": result.failed_calls,
@@ -171,7 +181,7 @@ def document(
     return {
         "schema": SCHEMA,
         "files": [
-            {"path": str(s.path), "kind": s.kind, "runs": n}
+            {"path": s.shown, "kind": s.kind, "runs": n}
             for s, n in zip(sources, runs_per_file, strict=True)
         ],
         "skipped": [{"path": s.path, "reason": s.reason} for s in skipped],

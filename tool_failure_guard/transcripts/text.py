@@ -1,12 +1,26 @@
-"""The human-readable ``transcripts`` report: one row per run, then the fleet summary."""
+"""The human-readable ``transcripts`` report: one row per run, then the fleet summary.
+
+Every text that comes from a log or a file name goes through :func:`shown`:
+logs and names are written by others, so nothing in them may move the cursor,
+recolour or retitle the operator's terminal, or forge a line of the table.
+"""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
+from tool_failure_guard.rollout.output import escape_controls
 from tool_failure_guard.transcripts.replay import Point, RunResult
-from tool_failure_guard.transcripts.report import OUTCOMES, RULE_LABELS, Fleet, content, outcome
+from tool_failure_guard.transcripts.report import (
+    OUTCOMES,
+    RULE_LABELS,
+    Fleet,
+    content,
+    flags,
+    outcome,
+)
 from tool_failure_guard.transcripts.walk import Skipped
 
 _PEER_HEADS = {
@@ -16,6 +30,15 @@ _PEER_HEADS = {
     "qwen_code": "qwen",
 }
 _RESULT = {"succeeded": "ok", "failed": "failed", "not_recorded": "-"}
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def shown(text: str) -> str:
+    """``text`` for a terminal: control characters escaped (``rollout``'s
+    :func:`~tool_failure_guard.rollout.output.escape_controls`), and a lone surrogate (an
+    undecodable byte of a file name, a JSON ``\\udXXX`` escape in a log) as ``\\uXXXX``,
+    which no encoder refuses."""
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m[0]):04x}", escape_controls(text))
 
 
 def _at(point: Point | None) -> str:
@@ -45,7 +68,7 @@ def _names(results: Sequence[RunResult]) -> list[str]:
     names = []
     for r in results:
         seen[r.source] = seen.get(r.source, 0) + 1
-        name = f"{r.agent}:{Path(r.source).name}"
+        name = f"{r.agent}:{shown(Path(r.source).name)}"
         names.append(name + (f"#{seen[r.source]}" if per_file[r.source] > 1 else ""))
     return names
 
@@ -62,7 +85,7 @@ def runs_table(results: Sequence[RunResult]) -> list[str]:
         "saved calls",
         "saved tokens",
     ]
-    head += list(_PEER_HEADS.values())
+    head += [*_PEER_HEADS.values(), "flags"]
     rows = [head]
     for name, r in zip(_names(results), results, strict=True):
         enforce = r.mode("enforce")
@@ -84,6 +107,7 @@ def runs_table(results: Sequence[RunResult]) -> list[str]:
                 _num(r.saved.calls if r.saved else None),
                 _num(saved_tokens),
                 *(_num(r.peers[k]) for k in _PEER_HEADS),
+                ",".join(flags(r)) or "-",
             ]
         )
     return _table(rows)
@@ -134,17 +158,31 @@ def render(
             "",
             "remind/stop: tTURN/cCALL (1-based); * = shadow/warn only count it; the stop "
             "column is enforce's; peers: the call at which each rule fires",
-            "",
         ]
+        unread = sum(1 for r in results if flags(r))
+        if unread:
+            lines.append(
+                f"no_call_read: {unread} run{'' if unread == 1 else 's'} with model turns and "
+                "no call the importer could read; their zeros say nothing (check the format)"
+            )
+        verdicts = sorted({r.outcome_from or "agent" for r in results} - {"agent"})
+        if verdicts:
+            lines.append(
+                "result: SWE-bench's verdict where one is beside the trajectories ("
+                + ", ".join(verdicts)
+                + "), else the agent's own record; --json says which per run"
+            )
+        lines.append("")
     lines += fleet_lines(summary)
     if skipped:
         lines += ["", f"skipped {len(skipped)} file{'' if len(skipped) == 1 else 's'}:"]
-        lines += [f"  {s.path}: {s.reason}" for s in skipped]
+        lines += [f"  {shown(s.path)}: {shown(s.reason)}" for s in skipped]
     if show_content:
         lines += ["", "content (--show-content): the batch where the guard would first act"]
         for name, r in zip(_names(results), results, strict=True):
             for call in content(r):
                 axes = f"{call['status']}/{call['execution_status']} {call['error_type'] or '-'}"
-                text = call["error_text"] or ""
-                lines.append(f"  {name} {call['call_id']} {call['tool']} {axes}: {text}")
+                text = shown(call["error_text"] or "")
+                what = f"{shown(call['call_id'])} {shown(call['tool'])}"
+                lines.append(f"  {name} {what} {shown(axes)}: {text}")
     return "\n".join(lines) + "\n"

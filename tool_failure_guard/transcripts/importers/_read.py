@@ -146,7 +146,7 @@ def head_records(head: bytes, limit: int = SNIFF_RECORDS) -> list[dict[str, Any]
             continue
         try:
             value = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, not UTF-8, or nested too deeply
             return out
         if not isinstance(value, dict):
             return out

@@ -43,7 +43,14 @@ from ._read import as_int, fingerprint, head_records, records
 
 KIND: Final = "claude-code"
 _SESSION_ONLY_TYPES: Final = frozenset(
-    {"queue-operation", "last-prompt", "file-history-snapshot", "summary", "attachment"}
+    {
+        "queue-operation",
+        "last-prompt",
+        "file-history-snapshot",
+        "summary",
+        "attachment",
+        "permission-mode",  # the first line of 2.1.109-2.1.114's logs
+    }
 )
 _STREAM_TYPES: Final = frozenset({"system", "assistant", "user", "result", "stream_event"})
 _NOT_A_PROMPT_PREFIXES: Final = (
@@ -58,19 +65,25 @@ _NOT_A_PROMPT_PREFIXES: Final = (
 )
 
 
+def _type(record: dict[str, Any]) -> str | None:
+    """A record's ``type`` when it is a string (a JSON Schema's ``"type": [...]`` is not)."""
+    value = record.get("type")
+    return value if isinstance(value, str) else None
+
+
 def _session_like(record: dict[str, Any]) -> bool:
-    kind = record.get("type")
+    kind = _type(record)
     if (kind == "summary" and "leafUuid" in record) or (
         kind == "file-history-snapshot" and "snapshot" in record
     ):
         return True  # records of a session log that name no session
     if not isinstance(record.get("sessionId"), str):
         return False
-    if "isSidechain" in record or record.get("type") in _SESSION_ONLY_TYPES:
+    if "isSidechain" in record or _type(record) in _SESSION_ONLY_TYPES:
         return True
     message = record.get("message")
     return (
-        record.get("type") in ("user", "assistant")
+        _type(record) in ("user", "assistant")
         and isinstance(message, dict)
         and "content" in message
         and "parts" not in message
@@ -78,11 +91,11 @@ def _session_like(record: dict[str, Any]) -> bool:
 
 
 def _stream_like(record: dict[str, Any]) -> bool:
-    if record.get("type") not in _STREAM_TYPES or not isinstance(record.get("session_id"), str):
+    if _type(record) not in _STREAM_TYPES or not isinstance(record.get("session_id"), str):
         return False
-    if record.get("type") == "system":
+    if _type(record) == "system":
         return record.get("subtype") == "init" and "claude_code_version" in record
-    return "parent_tool_use_id" in record or record.get("type") == "result"
+    return "parent_tool_use_id" in record or _type(record) == "result"
 
 
 def _form(record: dict[str, Any]) -> str | None:
@@ -119,7 +132,10 @@ class _Run:
     run_id: str
     line: int
     turns: dict[str, _Turn] = attrs.field(factory=dict)
-    calls: dict[str, _Call] = attrs.field(factory=dict)
+    #: call id -> its calls not yet settled, oldest first (a provider may reuse an id per turn)
+    open_calls: dict[str, list[_Call]] = attrs.field(factory=dict)
+    #: call id -> results written before their ``tool_use`` line (2.1.110-2.1.128), oldest first
+    early: dict[str, list[tuple[dict[str, Any], Any]]] = attrs.field(factory=dict)
     succeeded: bool | None = None
     model: str | None = None
 
@@ -191,11 +207,16 @@ def _assistant(path: str, line: int, record: dict[str, Any], run: _Run, form: st
         call_id, name = block.get("id"), block.get("name")
         if not isinstance(call_id, str) or not call_id or not isinstance(name, str) or not name:
             raise TranscriptError(path, line, "a tool_use block without an id and a name")
-        if call_id in run.calls:
+        if any(c.call_id == call_id for c in turn.calls):
             continue  # the same block repeated on a later line of the message
         call = _Call(call_id=call_id, tool=name, arguments=block.get("input"))
         turn.calls.append(call)
-        run.calls[call_id] = call
+        waiting = run.early.get(call_id)
+        if waiting:  # its result came first
+            result, structured = waiting.pop(0)
+            call.result = _settle(call, result, structured)
+        else:
+            run.open_calls.setdefault(call_id, []).append(call)
 
 
 def _settle(call: _Call, block: dict[str, Any], structured: Any) -> ImportedCall:
@@ -231,9 +252,13 @@ def _user(path: str, line: int, record: dict[str, Any], run: _Run, form: str) ->
     for block in _blocks(message):
         if block.get("type") != "tool_result":
             continue
-        call = run.calls.get(str(block.get("tool_use_id")))
-        if call is not None and call.result is None:
+        call_id = str(block.get("tool_use_id"))
+        waiting = run.open_calls.get(call_id)
+        if waiting:
+            call = waiting.pop(0)
             call.result = _settle(call, block, structured)
+        else:
+            run.early.setdefault(call_id, []).append((block, structured))
     return False
 
 
@@ -296,11 +321,9 @@ def read(source: str | os.PathLike[str]) -> Iterator[Run]:
         if form is None:
             form = _form(record)
             if form is None:
-                raise TranscriptError(
-                    path, line, "not a Claude Code session log or stream-json output"
-                )
+                continue  # a record that names neither form (yet): the next ones decide
         session = session or _session_id(record, form)
-        kind = record.get("type")
+        kind = _type(record)
         if _skipped(record, form):
             continue
         if not runs or (
@@ -325,6 +348,8 @@ def read(source: str | os.PathLike[str]) -> Iterator[Run]:
             attachment = record.get("attachment")
             if isinstance(attachment, dict) and attachment.get("type") == "max_turns_reached":
                 run.succeeded = False
+    if form is None:
+        raise TranscriptError(path, 1, "not a Claude Code session log or stream-json output")
     kept = [run for run in runs if not run.empty()]
     for number, run in enumerate(kept, 1):
         base = session or path

@@ -55,9 +55,15 @@ _OUTPUTS: Final = frozenset({"function_call_output", "custom_tool_call_output"})
 _MODEL_AUTHORED: Final = _CALLS | {"reasoning", "web_search_call"}
 
 
+def _type(record: dict[str, Any]) -> str | None:
+    """A record's ``type`` when it is a string (a JSON Schema's ``"type": [...]`` is not)."""
+    value = record.get("type")
+    return value if isinstance(value, str) else None
+
+
 def _is_record(record: dict[str, Any]) -> bool:
     return (
-        record.get("type") in _RECORD_TYPES
+        _type(record) in _RECORD_TYPES
         and isinstance(record.get("payload"), dict)
         and "timestamp" in record
     )
@@ -104,7 +110,7 @@ def _call(path: str, line: int, payload: dict[str, Any]) -> _Call:
     call_id = payload.get("call_id") or payload.get("id")
     if not isinstance(call_id, str) or not call_id:
         raise TranscriptError(path, line, f"a {payload.get('type')} item without a call_id")
-    kind = payload.get("type")
+    kind = _type(payload)
     if kind == "local_shell_call":
         return _Call(
             call_id=call_id, tool="local_shell", arguments=payload.get("action"), mcp=False
@@ -153,7 +159,10 @@ class _Reader:
         self.path = path
         self.thread: str | None = None
         self.runs: list[_Run] = []
-        self.calls: dict[str, _Call] = {}
+        #: call id -> its calls, oldest first (a provider may number ids per response and
+        #: reuse ``functions.read_file:0`` in every turn: each output settles the oldest call
+        #: of its id still without one, each completed item the newest without one)
+        self.calls: dict[str, list[_Call]] = {}
         self.usage_records = False
 
     def run(self, line: int) -> _Run:
@@ -162,7 +171,7 @@ class _Reader:
         return self.runs[-1]
 
     def response_item(self, line: int, payload: dict[str, Any]) -> None:
-        kind = payload.get("type")
+        kind = _type(payload)
         run = self.run(line)
         authored = kind in _MODEL_AUTHORED or (
             kind == "message" and payload.get("role") == "assistant"
@@ -170,8 +179,9 @@ class _Reader:
         if not authored:
             run.open = False
             if kind in _OUTPUTS:
-                call = self.calls.get(str(payload.get("call_id")))
-                if call is not None and not call.has_output:
+                waiting = self.calls.get(str(payload.get("call_id")), [])
+                call = next((c for c in waiting if not c.has_output), None)
+                if call is not None:
                     call.output, call.has_output = payload.get("output"), True
             return
         if not run.open:
@@ -179,12 +189,13 @@ class _Reader:
             run.open = True
         if kind in _CALLS:
             call = _call(self.path, line, payload)
-            if call.call_id not in self.calls:
-                self.calls[call.call_id] = call
+            if all(c.call_id != call.call_id for c in run.turns[-1].calls):
+                # (the same item twice in one response is one call)
+                self.calls.setdefault(call.call_id, []).append(call)
                 run.turns[-1].calls.append(call)
 
     def event(self, line: int, payload: dict[str, Any]) -> None:
-        kind = payload.get("type")
+        kind = _type(payload)
         if kind == "task_started":
             if (
                 self.runs
@@ -204,7 +215,8 @@ class _Reader:
         elif kind == "item_completed":
             item = payload.get("item")
             if isinstance(item, dict):
-                call = self.calls.get(str(item.get("id")))
+                waiting = self.calls.get(str(item.get("id")), [])
+                call = next((c for c in reversed(waiting) if c.item is None), None)
                 if call is not None:
                     call.item = outcomes.from_item(item) or call.item
                     call.mcp = call.mcp or str(item.get("type")).lower() == "mcptoolcall"
@@ -224,7 +236,7 @@ class _Reader:
             run.open = False
 
     def feed(self, line: int, record: dict[str, Any]) -> None:
-        kind, payload = record.get("type"), record.get("payload")
+        kind, payload = _type(record), record.get("payload")
         if not isinstance(payload, dict):
             if kind in _RECORD_TYPES:
                 raise TranscriptError(self.path, line, f"a {kind} record without a payload object")

@@ -1,5 +1,10 @@
 """mini-swe-agent trajectories (PyPI ``mini-swe-agent``: ``*.traj.json``, ``mini-swe-agent-1.1``).
 
+Version 1 trajectories (``trajectory_format`` ``mini-swe-agent-1``, 1.x: text
+actions, no ``extra.actions``) are read by
+:mod:`~tool_failure_guard.transcripts.importers.mini_swe_agent_text`; what
+follows is the 2.x format.
+
 One JSON object per run: ``info`` (``mini_version``, ``exit_status``,
 ``config.model.model_name``) and ``messages``, the conversation as the agent
 kept it.  An ``assistant`` message's ``extra.actions`` are the bash commands
@@ -28,11 +33,14 @@ Mapping (``docs/transcripts.md``): from ``returncode`` and the exception's
 
 from __future__ import annotations
 
+import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from tool_failure_guard.guard import ExecutionStatus, TerminalStatus
+from tool_failure_guard.transcripts.importers import mini_swe_agent_text
 from tool_failure_guard.transcripts.importers._read import as_int, fingerprint, json_document
 from tool_failure_guard.transcripts.model import ImportedCall, Run, TranscriptError, Turn
 
@@ -54,10 +62,32 @@ NOT_RUN = (TerminalStatus.ERROR, ExecutionStatus.NOT_STARTED, None)
 _NOT_EXECUTED = "action was not executed"
 
 
+#: A trajectory is one JSON object whose first key is ``info`` (``json.dumps`` of the dict
+#: the agent builds); its ``trajectory_format`` is the last key, read from the file's tail.
+_FIRST_KEY = re.compile(rb'^\s*\{\s*"info"\s*:\s*\{')
+_FORMAT = re.compile(rb'"trajectory_format"\s*:\s*"mini-swe-agent-')
+TAIL_BYTES = 4096
+
+
+def _tail(path: Path) -> bytes:
+    try:
+        with open(path, "rb") as handle:
+            size = handle.seek(0, os.SEEK_END)
+            handle.seek(max(0, size - TAIL_BYTES))
+            return handle.read(TAIL_BYTES)
+    except OSError:
+        return b""
+
+
 def sniff(path: Path, head: bytes) -> bool:
-    """A mini-swe-agent trajectory: ``info.mini_version`` or its class names near the start."""
-    start = head.lstrip()[:1]
-    return start == b"{" and (b'"mini_version"' in head or b'"minisweagent.' in head)
+    """A mini-swe-agent trajectory: a JSON object opening with ``info``, and its format named at
+    the end, or ``info.mini_version`` / its class names near the start (a JSON Lines file such
+    as this project's own history, whose records may mention them, never is one)."""
+    if _FIRST_KEY.match(head) is None:
+        return False
+    if b'"mini_version"' in head or b'"minisweagent.' in head:
+        return True
+    return _FORMAT.search(_tail(path)) is not None
 
 
 def observation_row(extra: dict[str, Any]) -> str:
@@ -108,6 +138,9 @@ def read(path: Path) -> Iterator[Run]:
     if not isinstance(info, dict) or not isinstance(messages, list):
         raise TranscriptError(str(path), 1, "a mini-swe-agent trajectory needs info and messages")
     exit_status = info.get("exit_status")
+    if _version_1(document, messages):
+        yield _run(path, info, mini_swe_agent_text.turns(messages, exit_status))
+        return
     turns: list[Turn] = []
     index = 0
     while index < len(messages):
@@ -129,7 +162,8 @@ def read(path: Path) -> Iterator[Run]:
                     break
                 answers.append(observed)
                 index += 1
-            last = index >= len(messages) or messages[index].get("role") == "exit"
+            following = messages[index] if index < len(messages) else None
+            last = not isinstance(following, dict) or following.get("role") == "exit"
             submitted = last and exit_status == "Submitted"
             calls = _batch(actions, answers, len(turns), submitted)
             tokens_in, tokens_out = _usage(extra)
@@ -152,17 +186,39 @@ def read(path: Path) -> Iterator[Run]:
                     output_tokens=tokens_out,
                 )
             )
+    yield _run(path, info, turns)
+
+
+def _version_1(document: dict[str, Any], messages: list[Any]) -> bool:
+    """Text actions: the format says version 1, or (older 1.x, no format) no structured ones."""
+    form = document.get("trajectory_format")
+    if form == "mini-swe-agent-1":
+        return True
+    if form is not None:
+        return False
+    return not any(
+        isinstance(m, dict)
+        and isinstance(m.get("extra"), dict)
+        and isinstance(m["extra"].get("actions"), list)
+        for m in messages
+    )
+
+
+def _run(path: Path, info: dict[str, Any], turns: list[Turn]) -> Run:
+    exit_status = info.get("exit_status")
     model = None
     config = info.get("config")
     if isinstance(config, dict) and isinstance(config.get("model"), dict):
         name = config["model"].get("model_name")
         model = name if isinstance(name, str) else None
-    yield Run(
+    return Run(
         agent=KIND,
         source=str(path),
-        run_id=path.name.removesuffix(".json").removesuffix(".traj"),
+        run_id=Path(path).name.removesuffix(".json").removesuffix(".traj"),
         turns=tuple(turns),
-        succeeded=None if not exit_status else exit_status == "Submitted",
+        succeeded=None
+        if not isinstance(exit_status, str) or not exit_status
+        else exit_status == "Submitted",
         model=model,
     )
 

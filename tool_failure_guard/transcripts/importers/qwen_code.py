@@ -86,8 +86,9 @@ def _settle(
     result: dict[str, Any], path: Path, line: int
 ) -> tuple[TerminalStatus, ExecutionStatus, str | None]:
     status = result.get("status")
-    if status not in _TERMINAL:
-        raise TranscriptError(str(path), line, f"unknown toolCallResult.status {status!r}")
+    if not isinstance(status, str) or status not in _TERMINAL:
+        shown = repr(status) if len(repr(status)) <= 80 else f"a {type(status).__name__}"
+        raise TranscriptError(str(path), line, f"unknown toolCallResult.status {shown}")
     execution = result.get("executionStatus")
     axes = STATUS_TABLE.get((status, execution)) if isinstance(execution, str) else None
     terminal, exec_status = axes or (_TERMINAL[status], ExecutionStatus.UNKNOWN)
@@ -126,8 +127,9 @@ def _assistant(data: dict[str, Any], path: Path, line: int) -> tuple[Any, ...]:
         name = call.get("name")
         if not isinstance(name, str) or not name:
             raise TranscriptError(str(path), line, "a functionCall without a name")
-        call_id = call.get("id") if isinstance(call.get("id"), str) else f"{line}.{index}"
-        calls.append((call_id, name, fingerprint(call.get("args", {}))))
+        given = call.get("id")
+        call_id = given if isinstance(given, str) else f"{line}.{index}"
+        calls.append(_Slot(call_id, name, fingerprint(call.get("args", {}))))
     usage = data.get("usageMetadata")
     usage = usage if isinstance(usage, dict) else {}
     return (
@@ -139,6 +141,14 @@ def _assistant(data: dict[str, Any], path: Path, line: int) -> tuple[Any, ...]:
 
 
 _Result = tuple[TerminalStatus, ExecutionStatus, str | None, str | None]
+
+
+class _Slot:
+    """One ``functionCall`` and, once read, its result."""
+
+    def __init__(self, call_id: str, name: str, args: str) -> None:
+        self.call_id, self.name, self.args = call_id, name, args
+        self.result: _Result | None = None
 
 
 def _tool_result(data: dict[str, Any], path: Path, line: int) -> tuple[str, _Result]:
@@ -159,7 +169,10 @@ def read(path: Path) -> Iterator[Run]:
     """One :class:`Run` per prompt of the session, in file order."""
     session = path.stem
     prompts: list[_Prompt] = []
-    results: dict[str, _Result] = {}
+    # a provider may number call ids per response (``functions.read_file:0`` every turn):
+    # each result settles the oldest call of its id still without one
+    open_calls: dict[str, list[_Slot]] = {}
+    early: dict[str, list[_Result]] = {}
     tool_types: dict[str, str] = {}
     current: _Prompt | None = None
     for line, data in records(path):
@@ -173,12 +186,23 @@ def read(path: Path) -> Iterator[Run]:
             if current is None:  # a resumed file may start mid-prompt
                 current = _Prompt(session, len(prompts) + 1)
                 prompts.append(current)
-            current.turns.append(_assistant(data, path, line))
+            turn = _assistant(data, path, line)
+            current.turns.append(turn)
+            for slot in turn[1]:
+                waiting = early.get(slot.call_id)
+                if waiting:
+                    slot.result = waiting.pop(0)
+                else:
+                    open_calls.setdefault(slot.call_id, []).append(slot)
             if isinstance(data.get("model"), str):
                 current.model = data["model"]
         elif kind == "tool_result":
             call_id, result = _tool_result(data, path, line)
-            results[call_id] = result
+            slots = open_calls.get(call_id)
+            if slots:
+                slots.pop(0).result = result
+            else:
+                early.setdefault(call_id, []).append(result)
         elif kind == "system":
             found = _telemetry_tool_type(data)
             if found is not None:
@@ -193,7 +217,7 @@ def read(path: Path) -> Iterator[Run]:
             turns=tuple(
                 Turn(
                     line=line,
-                    calls=tuple(_call(c, results, tool_types) for c in calls),
+                    calls=tuple(_call(c, tool_types) for c in calls),
                     input_tokens=tokens_in,
                     output_tokens=tokens_out,
                 )
@@ -202,14 +226,13 @@ def read(path: Path) -> Iterator[Run]:
         )
 
 
-def _call(
-    call: tuple[str, str, str],
-    results: dict[str, _Result],
-    tool_types: dict[str, str],
-) -> ImportedCall:
-    call_id, name, args = call
-    terminal, execution, error_type, text = results.get(
-        call_id, (TerminalStatus.ERROR, ExecutionStatus.UNKNOWN, None, None)
+def _call(slot: _Slot, tool_types: dict[str, str]) -> ImportedCall:
+    call_id, name, args = slot.call_id, slot.name, slot.args
+    terminal, execution, error_type, text = slot.result or (
+        TerminalStatus.ERROR,
+        ExecutionStatus.UNKNOWN,
+        None,
+        None,
     )
     mcp = tool_types.get(call_id) == "mcp" or name.startswith("mcp__")
     return ImportedCall(
