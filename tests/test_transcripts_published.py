@@ -26,6 +26,7 @@ from tool_failure_guard.commands.cli import main
 from tool_failure_guard.transcripts.importers import claude_code, codex, importer, qwen_code
 from tool_failure_guard.transcripts.importers import mini_swe_agent as mini
 from tool_failure_guard.transcripts.model import Run
+from tool_failure_guard.transcripts.replay import replay_run
 from tool_failure_guard.transcripts.walk import discover
 
 MINI = FIXTURES / "mini-swe-agent"
@@ -359,3 +360,18 @@ def test_qwen_code_reused_ids_pair_each_call_with_its_own_result(tmp_path: Path)
     assert [c.error_text is None for t in reused.turns for c in t.calls] == [
         c.error_text is None for t in original.turns for c in t.calls
     ]
+
+
+def test_reused_ids_replay_as_the_calls_they_are_not_as_provider_replays(tmp_path: Path) -> None:
+    # the same failing command each turn under one id: each ran, so no replay stop
+    source = CODEX / "failing.rollout.jsonl"
+    (original,) = list(codex.read(str(source)))
+    firsts = [t.calls[0].call_id for t in original.turns if t.calls]
+    (reused,) = list(codex.read(_reused(source, tmp_path / "r.jsonl", firsts)))
+    ids = [c.call_id for t in reused.turns for c in t.calls]
+    assert ids.count("functions.read_file:0") == len(firsts) > 2
+    replayed, expected = replay_run(reused), replay_run(original)
+    assert replayed.modes == expected.modes
+    assert all(
+        m.stop is None or m.stop.loop_type != "global_tool_call_duplicate" for m in replayed.modes
+    )

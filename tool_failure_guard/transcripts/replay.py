@@ -27,6 +27,7 @@ from tool_failure_guard.core import (
 from tool_failure_guard.core.outcomes import skipped_by_cap
 from tool_failure_guard.guard import DecisionKind, GuardMode
 from tool_failure_guard.peer_rules import PEER_KEYS, PEER_RULES, PeerCall
+from tool_failure_guard.transcripts.importers._ids import distinct_across_turns
 from tool_failure_guard.transcripts.model import ImportedCall, Run, Turn
 
 MODES = (GuardMode.SHADOW, GuardMode.WARN, GuardMode.ENFORCE)
@@ -166,8 +167,12 @@ def peer_calls(turns: Sequence[Turn]) -> list[PeerCall]:
 
 
 def replay_run(run: Run) -> RunResult:
-    """The shipped core in every mode and each peer's rule, on one run."""
-    turns = run.turns
+    """The shipped core in every mode and each peer's rule, on one run.
+
+    A call id an earlier turn already used is made distinct first (whatever the
+    importer): each such call ran with its own result, so it is no provider replay.
+    """
+    turns = distinct_across_turns(run.turns)
     modes = tuple(replay_mode(turns, mode) for mode in MODES)
     enforce = modes[-1].stop
     flat = peer_calls(turns)
