@@ -14,8 +14,8 @@ the ``index-url`` settings, then the ``extra-index-url`` ones; pypi.org's simple
 none is set), its ``cert`` setting is honoured, credentials in an index URL are sent as
 HTTP basic auth and never printed, and only to the index's own origin (scheme, host and
 port): a redirect elsewhere (a CDN holding the files) is followed without them, as pip
-does (``urllib`` alone would send them to wherever the index redirects). Standard library only: it runs before anything else
-is installed.
+does (``urllib`` alone would send them to wherever the index redirects). Standard
+library only: it runs before anything else is installed.
 """
 
 from __future__ import annotations
