@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -244,8 +245,12 @@ def test_refusals_are_the_same_on_both_engines(
                 captured = capsys.readouterr()
                 assert message in captured.err and captured.out == ""
                 assert not report.exists()
-    # Nothing listens on the port any more: unreachable.
-    assert main(["rollout", "check", "--clickhouse", url, "--report", str(report)]) == 2
+    # Unreachable: a port this test holds bound and never listens on (the server's port,
+    # once closed, is free for any process on a busy machine to take).
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{held.getsockname()[1]}"
+        assert main(["rollout", "check", "--clickhouse", closed, "--report", str(report)]) == 2
     assert "cannot reach ClickHouse" in capsys.readouterr().err
     assert not report.exists()
 

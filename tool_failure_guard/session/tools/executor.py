@@ -84,8 +84,9 @@ _T = TypeVar("_T")
 #: Argument checks run here, never on the event loop (each bounded by its deadline).
 _CHECKS = WorkerThreads(4, "argument-check")
 #: Argument-check threads one session may hold at once: its further checks wait for its own,
-#: so one session's slow checks hold at most this many of the threads above and another
-#: session's check waits at most one check budget for a free thread.
+#: so one session's slow checks hold at most this many of the threads above, each session has
+#: at most one check in the threads' queue, and another session's check waits at most one
+#: check budget per four sessions ahead of it.
 CHECKS_PER_SESSION = 1
 
 #: Characters of tool output -- a result or an error message -- sent back to the model,
