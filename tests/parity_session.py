@@ -18,14 +18,15 @@ its ``--debug`` lines.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 from acp import PROTOCOL_VERSION, RequestError, spawn_agent_process, text_block
@@ -65,19 +66,41 @@ EPISODES: dict[str, tuple[int, Callable[[int], Batch]]] = {
     "control": (0, lambda turn: ()),
 }
 _TAG = re.compile(r"\[\[parity (\S+) (\S+) (\S+)\]\]")
+_T = TypeVar("_T")
 
 
 def tag(agent: str, group: str, episode: str) -> str:
     return f"[[parity {agent} {group} {episode}]]"
 
 
+class FixtureError(RuntimeError):
+    """Something raised inside the fixture (the model's answer, a group's run): the test fails
+    with it at once, never waiting for an agent that retries a failing model."""
+
+
 @attrs.define
 class Model:
-    """The scripted model both agents talk to; it knows each agent group's project dir."""
+    """The scripted model both agents talk to; it knows each agent group's project dir.
+
+    An exception while answering (in the fake server's thread) is kept in ``failures`` and
+    wakes every running group (:func:`run_group` then fails): the server answers it with an
+    error the original retries with back-off, which would hold the test until its timeout.
+    """
 
     root: Path
     requests: dict[str, list[dict[str, Any]]] = attrs.field(factory=lambda: defaultdict(list))
     untagged: list[dict[str, Any]] = attrs.field(factory=list)
+    failures: list[BaseException] = attrs.field(factory=list)
+    watchers: list[Callable[[], None]] = attrs.field(factory=list)
+
+    def __call__(self, body: dict[str, Any]) -> Reply:
+        try:
+            return self.answer(body)
+        except BaseException as exc:
+            self.failures.append(exc)
+            for wake in list(self.watchers):
+                wake()
+            raise
 
     def project(self, agent: str, group: str) -> Path:
         return self.root / f"{agent}-{group}" / "project"
@@ -90,7 +113,7 @@ class Model:
             return "read_file", {"file_path": str(self.project(agent, group) / name)}
         return "read_file", {"path": name}
 
-    def __call__(self, body: dict[str, Any]) -> Reply:
+    def answer(self, body: dict[str, Any]) -> Reply:
         found = _TAG.search(json.dumps(body.get("messages", [])))
         if found is None:
             self.untagged.append(body)
@@ -223,8 +246,48 @@ async def _serve_sessions(
     return done
 
 
+async def _unless_the_model_fails(work: Awaitable[_T], model: Model) -> _T | None:
+    """``work``'s result, or None as soon as the model raised (``work`` then cancelled).
+
+    The caller raises (:func:`_raise_if_the_model_failed`) once its agent is stopped: an
+    error raised inside the agent's ``async with`` would leave its process to the collector.
+    """
+    failed = asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    def wake() -> None:
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+            loop.call_soon_threadsafe(failed.set)
+
+    model.watchers.append(wake)
+    if model.failures:
+        failed.set()
+    task = asyncio.ensure_future(work)
+    waiter = asyncio.ensure_future(failed.wait())
+    try:
+        await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        model.watchers.remove(wake)
+        waiter.cancel()
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
+    return None if model.failures or task.cancelled() else task.result()
+
+
+def _raise_if_the_model_failed(model: Model, what: str) -> None:
+    if model.failures:
+        first = model.failures[0]
+        raise FixtureError(f"{what}: the model raised {type(first).__name__}: {first}") from first
+
+
 async def run_group(model: Model, agent: str, group: Group, base_url: str) -> list[SessionRun]:
-    """Start one agent process for ``group``, serve its sessions, stop it, read its records."""
+    """Start one agent process for ``group``, serve its sessions, stop it, read its records.
+
+    Anything raising meanwhile -- here or in the model's answer -- ends it with that error.
+    """
+    what = f"{agent} {group.name}"
     folder = model.root / f"{agent}-{group.name}"
     project = model.project(agent, group.name)
     project.mkdir(parents=True)
@@ -243,7 +306,10 @@ async def run_group(model: Model, agent: str, group: Group, base_url: str) -> li
                 debug=True,
                 stderr=stderr,
             ) as conn:
-                done = await _serve_sessions(conn, host, model, agent, group)
+                done = await _unless_the_model_fails(
+                    _serve_sessions(conn, host, model, agent, group), model
+                )
+            _raise_if_the_model_failed(model, what)
             records = read_telemetry(telemetry)
             signals = _signals(records, outfile_counters(records))
         else:
@@ -265,9 +331,13 @@ async def run_group(model: Model, agent: str, group: Group, base_url: str) -> li
             ) as (conn, _process):
                 host.attach(conn)
                 await conn.initialize(protocol_version=PROTOCOL_VERSION)
-                done = await _serve_sessions(conn, host, model, agent, group)
+                done = await _unless_the_model_fails(
+                    _serve_sessions(conn, host, model, agent, group), model
+                )
+            _raise_if_the_model_failed(model, what)
             records = our_log_records(telemetry)
             signals = _signals(records, otlp_counters(telemetry))
+    assert done is not None  # None only when the model failed, which raised above
     # One name for both: the original's (ours took them, tests/test_parity_session.py).
     guard, loops = log_events(records, GUARD_LOG_EVENT), log_events(records, LOOP_DETECTED_EVENT)
     return [
@@ -303,6 +373,12 @@ async def run_all(
 
     # The original first: its processes take longest.
     jobs = [(a, g) for a in reversed(AGENTS) for g in groups if a in g.agents]
-    results = await asyncio.gather(*(one(a, g) for a, g in jobs))
+    # Every group settles before the first failure is raised: a failing model ends them all
+    # at once, and none is cancelled inside its agent's shutdown.
+    settled = await asyncio.gather(*(one(a, g) for a, g in jobs), return_exceptions=True)
+    failures = [r for r in settled if isinstance(r, BaseException)]
+    if failures:
+        raise failures[0]
+    results = [r for r in settled if not isinstance(r, BaseException)]
     runs = {(r.agent, r.mode, r.label): r for batch in results for r in batch}
     return runs, time.monotonic() - started

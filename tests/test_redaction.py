@@ -38,13 +38,35 @@ CASES = [
     ("http://host:8123/a@b", "http://host:8123/a@b"),  # an "@" in the path is not userinfo
     ("http://[::1]:8123/", "http://[::1]:8123/"),
     ("http://host/?key=", "http://host/?key="),
+    ("http://user:pa'SECRET@host/v1", "http://***@host/v1"),  # a quote in the password
+    (
+        "https://h/t?accessToken=TOK7&clientSecret=TOK8&refreshToken=TOK9&privateKey=TOKA",
+        "https://h/t?accessToken=***&clientSecret=***&refreshToken=***&privateKey=***",
+    ),
 ]
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        (
+            "model request failed: http://user:pa'SECRET@host/v1: refused",
+            "model request failed: http://***@host/v1: refused",
+        ),
+        ("URL('http://user:pa'SECRET@host/v1')", "URL('http://***@host/v1')"),
+        ("at http://u:pa'/SECRET@host/v1 now", "at http://*** now"),  # unsplittable, masked on
+        ("'http://host:8080' and \"http://h/a\"", "'http://host:8080' and \"http://h/a\""),
+    ],
+)
+def test_a_quote_in_a_password_ends_no_url_in_a_text(text: str, shown: str) -> None:
+    assert redact_text(text) == shown
+    assert "SECRET" not in redact_text(text)
 
 
 @pytest.mark.parametrize(("url", "shown"), CASES)
 def test_every_credential_in_a_url_is_masked(url: str, shown: str) -> None:
     assert redact_url(url) == shown
-    for secret in ("ssw0rd", "TOK", "pa/ss", "a@b@c"):
+    for secret in ("ssw0rd", "TOK", "pa/ss", "a@b@c", "SECRET"):
         if secret not in shown:
             assert secret not in redact_url(url)
 
@@ -54,7 +76,9 @@ def test_the_credential_parameters_are_a_documented_set() -> None:
         assert is_credential_parameter(name), name
     for name in ("x-amz-signature", "client_secret", "refresh_token", "my_api_key"):
         assert is_credential_parameter(name), name
-    for name in ("user", "database", "keyboard", "tokenizer", "format", "query_id"):
+    for name in ("accessToken", "clientSecret", "refreshToken", "privateKey", "apiKey"):
+        assert is_credential_parameter(name), name  # camelCase read as snake_case
+    for name in ("user", "database", "keyboard", "tokenizer", "format", "query_id", "keyName"):
         assert not is_credential_parameter(name), name
     documented = (ROOT / "docs" / "rollout.md").read_text(encoding="utf-8")
     for name in sorted(redaction.CREDENTIAL_PARAMETERS):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -244,8 +245,12 @@ def test_refusals_are_the_same_on_both_engines(
                 captured = capsys.readouterr()
                 assert message in captured.err and captured.out == ""
                 assert not report.exists()
-    # Nothing listens on the port any more: unreachable.
-    assert main(["rollout", "check", "--clickhouse", url, "--report", str(report)]) == 2
+    # Unreachable: a port this test holds bound and never listens on (the server's port,
+    # once closed, is free for any process on a busy machine to take).
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{held.getsockname()[1]}"
+        assert main(["rollout", "check", "--clickhouse", closed, "--report", str(report)]) == 2
     assert "cannot reach ClickHouse" in capsys.readouterr().err
     assert not report.exists()
 
@@ -331,6 +336,51 @@ def test_a_cap_stop_below_the_cap_is_a_violation_under_either_loop_type_name(
             "tool_call_cap-below########0",
             "turn_tool_call_cap-below########0",
         ], engine.name
+
+
+def test_an_earlier_loop_type_value_is_read_as_the_value_now_on_both_engines(
+    chdb: ChdbExecutor, tmp_path: Path
+) -> None:
+    """Issue 33 §9: records from builds before the cap's loop type took the original's name
+    (``tool_call_cap``, ``EARLIER_VALUES``) are no ``forbidden_telemetry_field``; a week that
+    spans the upgrade gives the same findings as one written wholly after it."""
+
+    def week(loop_type: str) -> list[Any]:
+        rows: list[Any] = []
+        for n in range(3):
+            prompt_id = f"cap-{n}########0"
+            rows.append(
+                (
+                    "prompt",
+                    "o1",
+                    records.prompt(
+                        prompt_id,
+                        "shadow",
+                        40,
+                        stop_reason="max_turn_requests",
+                        loop_type=loop_type if n else "turn_tool_call_cap",
+                        tool_call_cap="40",
+                    ),
+                )
+            )
+            rows.append(("loop", "o1", {"loop_type": loop_type, "prompt_id": prompt_id}))
+        return rows
+
+    results = []
+    for loop_type in ("tool_call_cap", "turn_tool_call_cap"):
+        rows = week(loop_type)
+        table = f"values_{loop_type}"
+        staged = tmp_path / f"{table}.jsonl"
+        staged.write_text("".join(json.dumps(r) + "\n" for r in records.otel_rows(rows)))
+        chdb.command(otel_logs.otel_logs_ddl(table))
+        chdb.command(f"INSERT INTO {table} FROM INFILE '{staged}' FORMAT JSONEachRow")
+        for engine in (records.engine(rows), ClickHouseEngine(chdb, table=table)):
+            found = check.check(engine, check.preflight(engine, "v"))["environments"]["internal"]
+            invariants = found["invariants"]
+            assert invariants["forbidden_telemetry_field"]["violations"] == 0, engine.name
+            assert invariants["protections_changed"]["violations"] == 0, engine.name
+            results.append({k: v["violations"] for k, v in invariants.items()})
+    assert all(result == results[-1] for result in results)
 
 
 def _as_an_earlier_build_wrote(path: Path, out: Path) -> dict[str, int]:

@@ -70,3 +70,44 @@ def test_bad_flags_are_named(args: list[str], message: str) -> None:
     assert result.returncode == 2
     assert message in result.stderr
     assert "Traceback" not in result.stderr
+
+
+_CAPPED = (
+    "import resource, runpy, sys\nresource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))\n"
+)
+_CAPPED += "sys.argv = ['tool-failure-guard', *sys.argv[1:]]\n"
+_CAPPED += "runpy.run_module('tool_failure_guard', run_name='__main__')\n"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["demo", "--scenario", "/dev/zero"],
+            "demo: bad scenario: /dev/zero: the scenario file is over 4,194,304 bytes",
+        ),
+        (
+            ["agent", "--scenario", "/dev/zero"],
+            "bad scenario: /dev/zero: the scenario file is over 4,194,304 bytes",
+        ),
+        (
+            ["agent", "--model", "openai:m", "--system-prompt-file", "/dev/zero"],
+            "bad system prompt: /dev/zero: the system prompt file is over 1,048,576 bytes",
+        ),
+    ],
+    ids=["demo-scenario", "agent-scenario", "agent-system-prompt"],
+)
+def test_endless_files_are_read_within_a_bound(args: list[str], message: str) -> None:
+    """Issue 33 §8: ``/dev/zero`` is refused at its bound (the child's memory is capped at
+    1 GiB, so reading it whole fails there, not on the machine)."""
+    result = subprocess.run(
+        [sys.executable, "-c", _CAPPED, *args],
+        stdin=subprocess.PIPE,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr

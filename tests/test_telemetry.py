@@ -761,6 +761,14 @@ def test_doc_earlier_names_table_is_the_alias_table() -> None:
     assert all(old.startswith(telemetry.OWN_PREFIX) for old in table)
 
 
+def test_doc_earlier_values_table_is_the_value_alias_table() -> None:
+    table: dict[str, dict[str, str]] = {}
+    for key, old, new in _doc_table("earlier-values"):
+        table.setdefault(_ticked(key).pop(), {})[_ticked(old).pop()] = _ticked(new).pop()
+    assert table == {k: dict(v) for k, v in telemetry.EARLIER_VALUES.items()}
+    assert table["loop_type"]["tool_call_cap"] in telemetry.LOOP_TYPES
+
+
 def test_doc_rollout_record_tables_match_the_code() -> None:
     prompt: set[str] = set()
     for field, *_ in _doc_table("prompt-fields"):

@@ -1,4 +1,6 @@
-"""Bounded line input (`replay`, the transcript importers): a plain file, a `.gz` file or stdin.
+"""Bounded input: lines (`replay`, the transcript importers) and whole small files.
+
+Lines come from a plain file, a `.gz` file or stdin.
 
 Every source is read the same way: one line at a time, each at most
 :data:`MAX_LINE_CHARS` characters, so memory stays bounded whatever the input
@@ -8,6 +10,10 @@ long input, and one that inflates to a line past the limit stops with
 :class:`InputLineError`, exit status 2, like such a line in a plain file.  A
 corrupt or truncated gzip stream is :class:`CorruptInput` (exit status 2)
 after the decisions of every line read before it.
+
+A file read whole (a scenario, a system prompt) is read with :func:`read_small_text`:
+at most its bound plus one byte, so ``/dev/zero`` or a runaway file is
+:class:`InputTooLarge` naming the file and the bound, never memory without end.
 """
 
 from __future__ import annotations
@@ -25,6 +31,10 @@ MAX_LINE_CHARS: Final = 16 * 1024 * 1024
 
 class InputLineError(ValueError):
     """A line longer than :data:`MAX_LINE_CHARS` (the message names the line)."""
+
+
+class InputTooLarge(ValueError):
+    """A file read whole is past its bound (the message names the file and the bound)."""
 
 
 class CorruptInput(ValueError):
@@ -69,3 +79,17 @@ def _gunzipped(lines: Iterator[str], path: str) -> Iterator[str]:
         if isinstance(error, EOFError):
             detail = "the gzip stream ends early (truncated)"
         raise CorruptInput(f"{path} is not a readable gzip file: {detail}") from None
+
+
+def read_small_text(path: str, limit: int, what: str) -> str:
+    """The UTF-8 text of ``path``, read whole but never more than ``limit`` bytes.
+
+    Raises :class:`OSError` when it cannot be read, :class:`InputTooLarge` past
+    ``limit`` bytes (``what`` names the input in the message, e.g. "scenario file")
+    and :class:`UnicodeDecodeError` for text that is not UTF-8.
+    """
+    with open(path, "rb") as handle:
+        data = handle.read(limit + 1)
+    if len(data) > limit:
+        raise InputTooLarge(f"{path}: the {what} is over {limit:,} bytes (the bound)")
+    return data.decode("utf-8")

@@ -18,7 +18,13 @@ What is masked in a URL (``scheme://authority/path?query#fragment``):
 * the value of every **credential-like parameter** in the query or the fragment
   (``?access_token=…``, ``#id_token=…``): a name in :data:`CREDENTIAL_PARAMETERS`
   or ending in one of :data:`CREDENTIAL_SUFFIXES` (compared in lower case, ``-``
-  read as ``_``) becomes ``name=***``.
+  read as ``_`` and camelCase as snake_case: ``accessToken`` is ``access_token``)
+  becomes ``name=***``.
+
+In free text (:func:`redact_text`) a URL ends at whitespace or a quote, except
+in its user information: ``http://user:pa'SECRET@host`` is one URL (a password
+may hold a quote), and a password cut short by a quote and a raw ``/``, where
+the authority cannot be split, is masked up to the next whitespace.
 
 Everything else (host, port, path, other parameters) is kept, so a message
 still says where it went.
@@ -62,15 +68,19 @@ CREDENTIAL_SUFFIXES = ("_token", "_key", "_secret", "_password", "_signature")
 
 MASK = "***"
 
-#: A URL in free text: a scheme, ``://``, and everything up to whitespace or a quote.
-_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s\"'<>`]*")
+#: A URL in free text: a scheme, ``://``, user information up to the authority's last ``@``
+#: (quotes included), and everything up to whitespace or a quote.
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://(?:[^\s/?#]*@)?[^\s\"'<>`]*")
+_QUOTES = frozenset("\"'<>`")
+_WHITESPACE = re.compile(r"\s")
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _PARAMETER = re.compile(r"(?P<lead>[?&;#])(?P<name>[^=&;#?\s]+)=(?P<value>[^&;#\s]*)")
 _PORT = re.compile(r"[0-9]*")
 
 
 def is_credential_parameter(name: str) -> bool:
     """Whether a query or fragment parameter called ``name`` carries a credential."""
-    key = name.lower().replace("-", "_")
+    key = _CAMEL.sub("_", name).lower().replace("-", "_")
     return key in CREDENTIAL_PARAMETERS or key.endswith(CREDENTIAL_SUFFIXES)
 
 
@@ -103,12 +113,22 @@ def redact_url(url: str) -> str:
     return f"{scheme}://{authority}{_PARAMETER.sub(_mask_parameter, tail)}"
 
 
-def _redact_match(match: re.Match[str]) -> str:
-    url = match[0]
-    kept = url.rstrip(".,;:!?)]}")  # the sentence's punctuation, not the URL's
-    return redact_url(kept) + url[len(kept) :]
-
-
 def redact_text(text: str) -> str:
     """``text`` with every URL in it passed through :func:`redact_url`."""
-    return _URL.sub(_redact_match, text)
+    parts: list[str] = []
+    position = 0
+    while (match := _URL.search(text, position)) is not None:
+        url = match[0]
+        kept = url.rstrip(".,;:!?)]}")  # the sentence's punctuation, not the URL's
+        shown = redact_url(kept)
+        parts.append(text[position : match.start()])
+        position = match.end()
+        cut_by_quote = position < len(text) and text[position] in _QUOTES
+        if cut_by_quote and shown.endswith(f"://{MASK}"):  # the password went on past the quote
+            space = _WHITESPACE.search(text, position)
+            position = len(text) if space is None else space.start()
+            parts.append(shown)
+        else:
+            parts.append(shown + url[len(kept) :])
+    parts.append(text[position:])
+    return "".join(parts)

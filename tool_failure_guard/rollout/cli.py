@@ -15,6 +15,7 @@ import json
 import sys
 from typing import Any
 
+from tool_failure_guard._extras import MissingExtra
 from tool_failure_guard.redaction import redact_text
 from tool_failure_guard.rollout import (
     agents,
@@ -146,6 +147,9 @@ def _analyse(args: argparse.Namespace) -> int:
     except InputError as error:
         message = output.escape_controls(str(error))
         print(f"tool-failure-guard rollout: bad input: {message}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except MissingExtra as missing:  # --clickhouse without the clickhouse extra
+        print(f"tool-failure-guard rollout: {missing}", file=sys.stderr)
         return EXIT_BAD_INPUT
     if args.report:
         try:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from tool_failure_guard._extras import require_extra
 from tool_failure_guard.redaction import redact_text, redact_url
 from tool_failure_guard.rollout.errors import EngineError, Row, first_line
 
@@ -73,6 +74,8 @@ class ConnectExecutor:
 
     def __init__(self, url: str, *, connect_timeout: float = 10.0, query_timeout: float = 600.0):
         check_url(url)
+        # Without the extra: MissingExtra (its install line, exit 2), never "internal error".
+        require_extra("clickhouse", "clickhouse_connect")
         import clickhouse_connect
         from clickhouse_connect.driver.exceptions import ClickHouseError
 

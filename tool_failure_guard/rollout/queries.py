@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from typing import Final
 
 from tool_failure_guard.guard import GuardMode
-from tool_failure_guard.telemetry.sink import GUARD_LOG_EVENT as GUARD_EVENT
 from tool_failure_guard.telemetry.sink import (
+    EARLIER_VALUES,
     GUARD_METRIC_ATTRIBUTE_VALUES,
     LOOP_TYPES,
     PROMPT_EVENT,
@@ -25,6 +25,7 @@ from tool_failure_guard.telemetry.sink import (
     TOOL_CALL_ATTRIBUTE_VALUES,
     TOOL_CALL_EVENT,
 )
+from tool_failure_guard.telemetry.sink import GUARD_LOG_EVENT as GUARD_EVENT
 from tool_failure_guard.telemetry.sink import LOOP_DETECTED_EVENT as LOOP_EVENT
 
 EXAMPLES: Final = 5
@@ -39,7 +40,8 @@ BOOLEAN: Final = r"true|false"
 ERROR_TYPE: Final = r"[a-z][a-z0-9_]{0,63}"
 
 _MODES = frozenset(mode.value for mode in GuardMode)
-_LOOPS = LOOP_TYPES | {"other"}
+#: The loop types a record may carry: those written now and those earlier builds wrote.
+_LOOPS = LOOP_TYPES | {"other"} | frozenset(EARLIER_VALUES["loop_type"])
 #: The sink's fallback for a value outside its set is ``unknown``.
 _BOUNDARIES = frozenset({"drain", "prompt-only", "unsupported", "unknown"})
 
@@ -190,7 +192,7 @@ SELECT DISTINCT environment, prompt_id FROM (
     SELECT environment, prompt_id FROM prompts
     WHERE (tool_call_cap > 0 AND tool_calls >= tool_call_cap AND loop_type IS NULL
            AND stop_reason NOT IN ('cancelled', 'error'))
-       OR (loop_type IN ('turn_tool_call_cap', 'tool_call_cap') AND tool_calls < tool_call_cap)
+       OR (loop_type = 'turn_tool_call_cap' AND tool_calls < tool_call_cap)
     UNION ALL
     SELECT environment, prompt_id FROM calls
     WHERE provider_duplicate = 1 AND execution_status <> 'not_started'

@@ -33,6 +33,7 @@ from typing import Final
 
 from tool_failure_guard.telemetry.sink import (
     EARLIER_EVENT_NAMES,
+    EARLIER_VALUES,
     GUARD_ROUTES,
     INSTRUMENTATION_SCOPE,
     OWN_PREFIX,
@@ -74,6 +75,18 @@ CANONICAL_EVENT: Final = (
     )
     + f" ELSE {EVENT_NAME} END"
 )
+
+
+def canonical_value(key: str) -> str:
+    """The attribute ``key`` of a record, an earlier build's value (``EARLIER_VALUES``, the
+    one table) read as the value written now."""
+    value = f"attributes['{key}']"
+    earlier = EARLIER_VALUES.get(key, {})
+    if not earlier:
+        return value
+    cases = " ".join(f"WHEN {value} = '{old}' THEN '{new}'" for old, new in earlier.items())
+    return f"CASE {cases} ELSE {value} END"
+
 
 #: DuckDB's type of an attribute column: the keys and their values, in the record's order
 #: (the queries read it as a map: :func:`~tool_failure_guard.rollout.dialect.to_duckdb`).
@@ -127,7 +140,7 @@ SELECT environment, owner, service_version, ts_us AS ended_us,
        attributes['route'] AS route,
        attributes['mode'] AS mode,
        attributes['stop_reason'] AS stop_reason,
-       attributes['loop_type'] AS loop_type,
+       {canonical_value("loop_type")} AS loop_type,
        CAST(attributes['model_turns'] AS BIGINT) AS model_turns,
        CAST(attributes['tool_calls'] AS BIGINT) AS tool_calls,
        CAST(attributes['tool_call_cap'] AS BIGINT) AS tool_call_cap,

@@ -72,6 +72,14 @@ EARLIER_NAMES: Final[Mapping[str, str]] = {
     "tool_failure_guard.repeated_tool_failure_guard.count": GUARD_COUNTER,
     "tool_failure_guard.tool_call.execution.count": TOOL_CALL_COUNTER,
 }
+#: Attribute values earlier builds wrote -> the value written now, per attribute key (the
+#: one table of earlier values, as :data:`EARLIER_NAMES` is of names): rollout analysis reads
+#: a record carrying an earlier value as if it carried the value written now, so a fleet
+#: whose window spans the rename passes its gates (docs/telemetry.md, "Names").
+EARLIER_VALUES: Final[Mapping[str, Mapping[str, str]]] = {
+    # the cap's loop type took the original's name (Qwen Code 0.24.4's loopType)
+    "loop_type": {"tool_call_cap": "turn_tool_call_cap"},
+}
 #: The log record event names of :data:`EARLIER_NAMES` (what rollout analysis aliases).
 EARLIER_EVENT_NAMES: Final[Mapping[str, str]] = {
     old: new for old, new in EARLIER_NAMES.items() if new in (GUARD_LOG_EVENT, LOOP_DETECTED_EVENT)

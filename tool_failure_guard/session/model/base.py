@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import attrs
 
 from tool_failure_guard.guard import REPEATED_TOOL_FAILURE_REMINDER
+from tool_failure_guard.line_input import InputTooLarge, read_small_text
 from tool_failure_guard.session.persistence.messages import Message
 from tool_failure_guard.session.tools.executor import FunctionCall
 
@@ -38,6 +39,10 @@ TODO_STATUSES = ("pending", "in_progress", "completed")
 
 class ModelError(Exception):
     """The model request failed (the prompt ends with this error)."""
+
+
+#: Bytes of a scenario file read (a built-in scenario is a few KiB): ``/dev/zero`` is refused.
+MAX_SCENARIO_BYTES = 4 << 20
 
 
 class ScenarioError(ValueError):
@@ -319,7 +324,9 @@ def load_scenario(name_or_path: str) -> Scenario:
     if path.suffix == ".json" or path.exists():
         source = str(path)
         try:
-            text = path.read_text(encoding="utf-8")
+            text = read_small_text(source, MAX_SCENARIO_BYTES, "scenario file")
+        except InputTooLarge as exc:
+            raise ScenarioError(str(exc)) from None
         except OSError as exc:
             raise ScenarioError(f"{source}: cannot read: {exc.strerror or exc}") from exc
         except UnicodeDecodeError as exc:

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import attrs
 
+from tool_failure_guard.line_input import InputTooLarge, read_small_text
 from tool_failure_guard.session.config.redact import redact_url
 from tool_failure_guard.session.model.base import ModelError, ModelTurn, ModelUsage, TextSink
 from tool_failure_guard.session.model.chat_messages import (
@@ -68,6 +69,10 @@ DEFAULT_MAX_RETRIES = 2
 CONTEXT_LENGTH_CODE = "context_length_exceeded"
 
 
+#: Bytes of ``--system-prompt-file`` read (a system prompt is a few KiB): ``/dev/zero`` is refused.
+MAX_SYSTEM_PROMPT_BYTES = 1 << 20
+
+
 class SystemPromptError(ValueError):
     """``--system-prompt-file`` cannot be used; the message names the file."""
 
@@ -77,7 +82,9 @@ def read_system_prompt(path: Path | None) -> str:
     if path is None:
         return DEFAULT_SYSTEM_PROMPT
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_small_text(str(path), MAX_SYSTEM_PROMPT_BYTES, "system prompt file")
+    except InputTooLarge as exc:
+        raise SystemPromptError(str(exc)) from None
     except OSError as exc:
         raise SystemPromptError(f"{path}: cannot read: {exc.strerror or exc}") from exc
     except UnicodeDecodeError as exc:

@@ -83,6 +83,11 @@ MCP_EXECUTION_ERROR_TYPES = frozenset(
 _T = TypeVar("_T")
 #: Argument checks run here, never on the event loop (each bounded by its deadline).
 _CHECKS = WorkerThreads(4, "argument-check")
+#: Argument-check threads one session may hold at once: its further checks wait for its own,
+#: so one session's slow checks hold at most this many of the threads above, each session has
+#: at most one check in the threads' queue, and another session's check waits at most one
+#: check budget per four sessions ahead of it.
+CHECKS_PER_SESSION = 1
 
 #: Characters of tool output -- a result or an error message -- sent back to the model,
 #: shown to the client and stored.
@@ -133,6 +138,9 @@ class Executor:
         self._post_processors = post_processors
         #: tool name -> (the schema it was built from, its compiled validator)
         self._validators: dict[str, tuple[Mapping[str, Any], Validator]] = {}
+        #: Held from a check's start until its thread is free again (not until its caller
+        #: stops waiting: a cancelled check still runs to its deadline).
+        self._check_slots = asyncio.Semaphore(CHECKS_PER_SESSION)
 
     def resolve(self, name: str) -> Tool | None:
         return self._registry.get(name)
@@ -150,6 +158,23 @@ class Executor:
         if cached is None or cached[0] is not schema:  # a re-registered tool: its new schema
             cached = self._validators[tool.name] = (schema, schema_validator(schema))
         return tool.validate(check_arguments(cached[1], call.args))
+
+    async def _check_in_thread(self, tool: Tool, call: FunctionCall) -> Mapping[str, Any]:
+        """:meth:`check` in an argument-check thread, one of this session's slots held."""
+        await self._check_slots.acquire()
+        loop = asyncio.get_running_loop()
+        try:
+            work = _CHECKS.executor.submit(self.check, tool, call)
+        except BaseException:
+            self._check_slots.release()
+            raise
+
+        def free(_: object) -> None:  # in the check's thread, or here when never started
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                loop.call_soon_threadsafe(self._check_slots.release)
+
+        work.add_done_callback(free)
+        return await asyncio.wrap_future(work)
 
     async def execute(
         self,
@@ -170,12 +195,7 @@ class Executor:
         try:
             # Off the event loop (a schema's check is bounded, yet may take up to its
             # budget): session/cancel and the other sessions are served meanwhile.
-            args = await race_cancel(
-                asyncio.get_running_loop().run_in_executor(
-                    _CHECKS.executor, self.check, tool, call
-                ),
-                cancelled,
-            )
+            args = await race_cancel(self._check_in_thread(tool, call), cancelled)
         except Cancelled:
             return outcomes.cancelled_before(call, tool=tool.name, tool_type=tool.tool_type)
         except InvalidToolParams as exc:

@@ -17,6 +17,13 @@ served meanwhile.
 ``unevaluatedProperties`` together with ``patternProperties`` would match with
 ``re`` inside jsonschema: such a schema is unusable (:func:`pattern_problem`),
 checked as "an object" like any other schema that cannot be checked safely.
+So is a schema whose patterns would compile too large (nested counted repeats,
+:mod:`~tool_failure_guard.session.tools.pattern_size`): they are measured from
+their text and never compiled.
+
+``uniqueItems`` is checked here too: jsonschema compares unhashable items
+pairwise (2,500 small objects took 20 s, never looking at the deadline); this
+one keys each item once and looks at the deadline while it does.
 """
 
 from __future__ import annotations
@@ -26,6 +33,8 @@ import contextvars
 import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
+
+from tool_failure_guard.session.tools.pattern_size import MAX_PATTERN_SIZE, compiled_size
 
 if TYPE_CHECKING:
     from jsonschema.protocols import Validator
@@ -68,6 +77,8 @@ def search(pattern: str, text: str) -> bool:
     """Whether ``pattern`` matches somewhere in ``text``, within the check's deadline."""
     import regex
 
+    if compiled_size(pattern) > MAX_PATTERN_SIZE:  # a schema not measured when registered
+        raise CheckTimedOut(f"the pattern {pattern[:80]!r} {_too_large()}")
     compiled = regex.compile(pattern)  # the engine caches compiled patterns
     try:
         return compiled.search(text, timeout=_remaining(), concurrent=True) is not None
@@ -76,6 +87,53 @@ def search(pattern: str, text: str) -> bool:
             f"checking the arguments took longer than {CHECK_BUDGET_S:g}s "
             f"(the pattern {pattern[:80]!r} backtracks)"
         ) from None
+
+
+def _too_large() -> str:
+    return f"would hold more than {MAX_PATTERN_SIZE:,} items once compiled (nested counted repeats)"
+
+
+#: Items of one array between two looks at the deadline while ``uniqueItems`` keys them.
+_ITEMS_PER_LOOK = 256
+
+
+def _item_key(item: Any, depth: int = 0) -> Any:
+    """A hashable key equal for two items exactly when JSON Schema calls them equal.
+
+    ``true`` is not ``1``, ``1`` is ``1.0``, objects ignore their keys' order.
+    """
+    if depth > 200:
+        raise CheckTimedOut("an argument nests deeper than 200 levels")
+    if isinstance(item, bool) or item is None:
+        return ("literal", item)
+    if isinstance(item, int | float):
+        return ("number", item)
+    if isinstance(item, str):
+        return ("string", item)
+    if isinstance(item, list):
+        return ("array", tuple(_item_key(value, depth + 1) for value in item))
+    if isinstance(item, Mapping):
+        return (
+            "object",
+            frozenset((key, _item_key(value, depth + 1)) for key, value in item.items()),
+        )
+    return ("other", id(item))
+
+
+def _unique_items(validator: Any, unique: Any, instance: Any, schema: Any) -> Iterator[Any]:
+    if not unique or not validator.is_type(instance, "array"):
+        return
+    seen: set[Any] = set()
+    for number, item in enumerate(instance):
+        if number % _ITEMS_PER_LOOK == 0:
+            _remaining()
+        key = _item_key(item)
+        if key in seen:
+            from jsonschema.exceptions import ValidationError
+
+            yield ValidationError(f"item {number} repeats an earlier item")
+            return
+        seen.add(key)
 
 
 def _pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Iterator[Any]:
@@ -147,6 +205,8 @@ def bounded_validator_class(cls: type[Validator]) -> type[Validator]:
             keywords["pattern"] = _pattern
         if "patternProperties" in keywords:
             keywords["patternProperties"] = _pattern_properties
+        if "uniqueItems" in keywords:
+            keywords["uniqueItems"] = _unique_items
         if "additionalProperties" in keywords:
             keywords["additionalProperties"] = _additional_properties(
                 keywords["additionalProperties"]
@@ -180,6 +240,11 @@ def pattern_problem(schema: Mapping[str, Any]) -> str | None:
             patterns.append(node["pattern"])
         if isinstance(node.get("patternProperties"), Mapping):
             patterns.extend(str(p) for p in node["patternProperties"])
+    size = 0
+    for pattern in patterns:
+        size += compiled_size(pattern, MAX_PATTERN_SIZE - size)
+        if size > MAX_PATTERN_SIZE:
+            return f"its pattern {pattern[:80]!r} {_too_large()} (with the schema's others)"
     for pattern in patterns:
         try:
             regex.compile(pattern)
