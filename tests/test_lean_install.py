@@ -172,7 +172,7 @@ import tool_failure_guard as tfg
 import tool_failure_guard.core, tool_failure_guard.statecharts, tool_failure_guard.modes
 import tool_failure_guard.telemetry.records, tool_failure_guard.telemetry.names
 from tool_failure_guard.telemetry.sink import NullTelemetry, OpenTelemetrySink
-import tool_failure_guard.integrations._api, tool_failure_guard.integrations._telemetry
+import tool_failure_guard.integrations._api, tool_failure_guard.telemetry.runs
 guard = tfg.RepeatedToolFailureGuard(tfg.GuardMode.ENFORCE)
 receipt = tfg.BatchReceipt([tfg.Observation(call_id="c1", policy_tool_name="read_file",
     tool_type="native", terminal_status="error", execution_status="error",

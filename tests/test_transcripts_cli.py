@@ -211,7 +211,7 @@ def test_the_reports_transcripts_document_is_the_commands_output(
 def test_the_bench_corpus_is_what_the_command_reads(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    from tool_failure_guard.commands.bench_transcripts import write_corpus
+    from benches.transcripts import write_corpus
 
     assert write_corpus(tmp_path, batches=250) == 3
     data = _json(capsys, str(tmp_path))

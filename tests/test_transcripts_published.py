@@ -46,6 +46,11 @@ COUNTS: dict[str, tuple[int, int, int, int]] = {
     "codex/failing.rollout.jsonl": (1, 12, 10, 10),
     "codex/success.rollout.jsonl": (1, 2, 0, 1),
     "codex/two-prompts.rollout.jsonl": (2, 3, 2, 3),
+    # gemini cli 0.61.0 (tests/transcript_gemini.py): a two-call batch with a missing file and
+    # a failing `cat`, `exit 3`, an unknown tool, a read without its path, `echo ok`; ten
+    # reads of different missing files (as tests/test_transcripts_gemini_cli.py counts them)
+    "gemini-cli/mixed.session.jsonl": (1, 6, 5, 5),
+    "gemini-cli/varied-missing.session.jsonl": (1, 10, 10, 10),
     # mini-swe-agent 2.4.6: 14 steps of `cat missing.txt`; a failure, a two-call batch, a
     # timeout, an answer, an unknown tool, the submit
     "mini-swe-agent/failing-command.traj.json": (1, 14, 14, 14),
@@ -54,12 +59,22 @@ COUNTS: dict[str, tuple[int, int, int, int]] = {
     # blocks (two refused calls), no block (an answer), the submit
     "mini-swe-agent/v1-failing-command.traj.json": (1, 14, 14, 14),
     "mini-swe-agent/v1-submits.traj.json": (1, 6, 4, 5),
+    # openhands sdk 1.58.2 (tests/transcript_agents.py): 4 identical failing commands before
+    # its stuck detector; a two-call batch, a missing file, an unknown tool, a refused call,
+    # a timeout, a failing `ls`, `finish`; 10 different missing files
+    "openhands/failing-command": (1, 4, 4, 4),
+    "openhands/mixed": (1, 8, 5, 7),
+    "openhands/varied-missing": (1, 10, 10, 10),
     # qwen code: 3 failing reads in each of 4 turns; 4 identical reads before its own halt;
     # a read, a two-call batch, `exit 3`, an echo; 12 reads of missing files
     "qwen-code/acp-enforce-stopped.jsonl": (1, 12, 12, 4),
     "qwen-code/identical-missing-read.jsonl": (1, 4, 4, 4),
     "qwen-code/mostly-successful.jsonl": (1, 5, 1, 4),
     "qwen-code/varied-missing-reads.jsonl": (1, 12, 12, 12),
+    # swe-agent, written by hand (tests/test_transcripts_swe_agent.py): 7 steps, 4 failing;
+    # ten missing scripts
+    "swe-agent/hand-written-exit-cost.traj": (1, 10, 10, 10),
+    "swe-agent/hand-written-submitted.traj": (1, 7, 4, 7),
     # this project's agent: two prompts each; 21 function_call parts, 20 answered with errors;
     # 30 parts, 24 errors (the responses' statuses in the file)
     "tool-failure-guard/read-loop-shadow.jsonl": (2, 21, 20, 6),

@@ -17,7 +17,7 @@ from tool_failure_guard.core import Stop
 from tool_failure_guard.guard import GuardMode
 from tool_failure_guard.hooks.events import Handled
 from tool_failure_guard.hooks.prompt import PromptSession
-from tool_failure_guard.integrations import _telemetry
+from tool_failure_guard.telemetry import runs as _telemetry
 from tool_failure_guard.telemetry.build import build_telemetry
 from tool_failure_guard.telemetry.sink import GuardTelemetry, OpenTelemetrySink
 

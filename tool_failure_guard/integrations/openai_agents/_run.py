@@ -33,7 +33,7 @@ from tool_failure_guard.core import (
     Stop,
 )
 from tool_failure_guard.guard import DecisionKind, GuardMode
-from tool_failure_guard.integrations import _telemetry
+from tool_failure_guard.telemetry import runs as _telemetry
 from tool_failure_guard.integrations._api import (
     ActionLog,
     GuardStop,

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 
 from tool_failure_guard.core import Action, BatchSettlement, PromptProtection
-from tool_failure_guard.integrations import _telemetry
+from tool_failure_guard.telemetry import runs as _telemetry
 from tool_failure_guard.telemetry.sink import (
     GuardTelemetry,
     OutcomeTelemetry,

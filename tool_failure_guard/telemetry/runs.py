@@ -1,4 +1,5 @@
-"""What every framework adapter reports, through the agent's own sinks.
+"""What every host without a mid-run input path reports: the framework adapters and the
+coding-CLI hooks, through their own sinks (one module below both, so neither imports the other).
 
 A sink observes; it never changes a run: each emit is wrapped so a failing sink
 logs one warning on the adapter's logger and the run goes on.
