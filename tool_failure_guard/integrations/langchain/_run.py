@@ -40,7 +40,6 @@ from tool_failure_guard.core import (
 )
 from tool_failure_guard.core.outcomes import skipped_by_cap
 from tool_failure_guard.guard import DecisionKind, GuardMode
-from tool_failure_guard.telemetry import runs as _telemetry
 from tool_failure_guard.integrations._api import (
     ActionLog,
     GuardStop,
@@ -49,6 +48,7 @@ from tool_failure_guard.integrations._api import (
     protection_for_run,
 )
 from tool_failure_guard.integrations.langchain._outcomes import replayed
+from tool_failure_guard.telemetry import runs as _telemetry
 from tool_failure_guard.telemetry.sink import (
     GuardTelemetry,
     NullTelemetry,

@@ -33,7 +33,6 @@ from tool_failure_guard.core import (
     Stop,
 )
 from tool_failure_guard.guard import DecisionKind, GuardMode
-from tool_failure_guard.telemetry import runs as _telemetry
 from tool_failure_guard.integrations._api import (
     ActionLog,
     GuardStop,
@@ -46,6 +45,7 @@ from tool_failure_guard.integrations.openai_agents._outcomes import (
     interrupted as interrupted_call,
 )
 from tool_failure_guard.integrations.openai_agents._outcomes import replayed, running_when_cut
+from tool_failure_guard.telemetry import runs as _telemetry
 from tool_failure_guard.telemetry.sink import (
     GuardTelemetry,
     NullTelemetry,
