@@ -1,12 +1,11 @@
 """Where the real coding-agent CLIs are, and whether they can run here.
 
-``make setup`` installs Claude Code and the Codex CLI at the versions the fixtures
-pin (``.agents/package-lock.json``) with ``npm ci --prefix .agents``;
-:data:`AGENTS_PREFIX_ENV` names another npm prefix holding both.  :func:`require`
-skips the calling test saying how to get them, or fails it where
-``TOOL_FAILURE_GUARD_REQUIRE_AGENT_CLIS`` is ``1``.  ``make test`` (CI) does not
-install them (about 640 MB, for re-capture only: the committed fixtures are their real
-output and every importer test reads those); ``make setup`` / ``make agents`` do.
+``make test`` (and ``make setup``) installs Claude Code, the Codex CLI, Gemini CLI and the
+Copilot CLI at the pinned versions (``.agents/package-lock.json``) with ``npm ci --prefix
+.agents``: the coding-CLI hook tests run them; :data:`AGENTS_PREFIX_ENV` names another npm
+prefix holding them.  :func:`require` skips the calling test saying how to get them, or
+fails it where ``TOOL_FAILURE_GUARD_REQUIRE_AGENT_CLIS`` is ``1``.  The Python agents the
+re-capture tests also run (mini-swe-agent, the OpenHands SDK) come with ``make agents``.
 """
 
 from __future__ import annotations
