@@ -80,9 +80,10 @@ $(OPENHANDS_STAMP): Makefile
 
 setup: $(STAMP) $(MCP_STAMP) $(CLIENTS_STAMP) agents
 
-# The real coding agents that re-make the transcript fixtures (Claude Code, the Codex CLI and
-# Gemini CLI from npm, about 640 MB; mini-swe-agent from PyPI with litellm; the OpenHands SDK
-# from PyPI in .venv-openhands, Python 3.12+, about 660 MB): installed by `make setup`,
+# The real coding agents that re-make the transcript fixtures: the npm CLIs (.agents, about
+# 930 MB, which `make test` installs too: the hook tests run them), and the Python agents
+# (mini-swe-agent 2.x from PyPI with litellm, 1.15 in .mini1, the OpenHands SDK in
+# .venv-openhands, Python 3.12+, about 660 MB), installed by `make setup` / `make agents`,
 # not by `make test`, which keeps CI under its time budget; their re-capture tests skip
 # without them unless TOOL_FAILURE_GUARD_REQUIRE_AGENT_CLIS=1.
 agents: $(STAMP) $(AGENTS_STAMP) $(OPENHANDS_STAMP) $(MINI1_STAMP)
