@@ -41,12 +41,13 @@ _STAMPED: Final = ("__init__.py", "hooks/run.py", "hooks/worker.py", "core/__ini
 
 
 def install_key() -> str:
-    """The install's key: the interpreter, the package folder and its files' stamps.
+    """The install's key: Python's version, the package folder and its files' stamps.
 
     A new install or upgrade rewrites the package's files (new stamps), so its hooks
     name another socket and start a worker of their own; the old worker idles out.
+    (Not the interpreter's path: a venv's ``python`` is reached by several names.)
     """
-    parts = [sys.executable, _PACKAGE]
+    parts = [sys.version, _PACKAGE]
     for name in _STAMPED:
         try:
             info = os.stat(os.path.join(_PACKAGE, name))

@@ -5,7 +5,7 @@
 (telemetry stays in process), is sent to the worker of the state folder
 (:mod:`tool_failure_guard.hooks.worker`), and what the worker's
 :func:`~tool_failure_guard.hooks.run.run_hook` wrote is written here as it came.
-This path imports the stdlib's ``socket`` and ``json`` and no attrs, guard or core.
+This path imports the stdlib's ``_socket`` and ``json`` and no attrs, guard or core.
 
 Fail open as before: no worker, a stale socket, a refused, broken or slow
 exchange (past :data:`EXCHANGE_TIMEOUT_S`) -> the event is handled in process,
@@ -57,7 +57,8 @@ def exchange(
     directory: str, header: dict[str, str], data: bytes, timeout: float = EXCHANGE_TIMEOUT_S
 ) -> tuple[str, str] | None:
     """The worker's (stdout, stderr) for one request, or None (no worker, refused, too slow)."""
-    import socket
+    # the C module under ``socket``: ``socket`` itself loads enum and selectors (~5 ms)
+    import _socket
     import time
 
     if not channel.private_folder(directory):
@@ -67,30 +68,31 @@ def exchange(
         address = channel.Address(directory, channel.socket_name(channel.install_key()))
     except OSError:
         return None
+    conn = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
-            conn.settimeout(timeout)
-            conn.connect(address.path)
-            conn.sendall(json.dumps(header).encode() + b"\n" + data)
-            conn.shutdown(socket.SHUT_WR)
-            chunks: list[bytes] = []
-            size = 0
-            while True:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return None
-                conn.settimeout(left)
-                chunk = conn.recv(65536)
-                if not chunk:
-                    break
-                size += len(chunk)
-                if size > channel.MAX_REPLY_BYTES:
-                    return None
-                chunks.append(chunk)
+        conn.settimeout(timeout)
+        conn.connect(address.path)
+        conn.sendall(json.dumps(header).encode() + b"\n" + data)
+        conn.shutdown(_socket.SHUT_WR)
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            conn.settimeout(left)
+            chunk = conn.recv(65536)
+            if not chunk:
+                break
+            size += len(chunk)
+            if size > channel.MAX_REPLY_BYTES:
+                return None
+            chunks.append(chunk)
         reply = json.loads(b"".join(chunks))
     except (OSError, ValueError):
         return None
     finally:
+        conn.close()
         address.close()
     if not isinstance(reply, dict):
         return None
@@ -133,16 +135,18 @@ def start_worker(directory: str) -> int | None:
 
 def main(cli: str, mode: str, state_dir: str | None, telemetry: str | None) -> int:
     """``tool-failure-guard hook <cli>``: the worker's answer, or the in-process one."""
-    from tool_failure_guard.hooks.run import main as in_process
-
     if telemetry is not None or mode == "off" or cli not in WORKER_EVENTS:
+        from tool_failure_guard.hooks.run import main as in_process
+
         return in_process(cli, mode, state_dir, telemetry)
     data = sys.stdin.buffer.read(MAX_PAYLOAD_BYTES + 1)
     if not _routed(cli, data):
         return _handle_here(cli, mode, state_dir, io.BytesIO(data), None)
-    from tool_failure_guard.hooks.state import default_state_dir
+    if not state_dir:
+        from tool_failure_guard.hooks.state import default_state_dir
 
-    directory = os.path.abspath(state_dir or default_state_dir(cli))
+        state_dir = str(default_state_dir(cli))
+    directory = os.path.abspath(state_dir)
     request = os.urandom(12).hex()
     header = {"cli": cli, "mode": mode, "state_dir": directory, "request": request}
     reply = exchange(directory, header, data)
