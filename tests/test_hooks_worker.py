@@ -24,6 +24,7 @@ import pytest
 from hook_workers import stop_workers, worker_pids
 
 from tool_failure_guard.hooks import channel
+from tool_failure_guard.hooks.clis import WORKER_EVENTS
 from tool_failure_guard.hooks.run import HookOptions, run_hook
 
 _CLIENT = [sys.executable, "-m", "tool_failure_guard", "hook"]
@@ -194,6 +195,21 @@ def _sequence(cli: str, tmp_path: Path) -> tuple[Iterator[Any], str]:
     return _codex(tmp_path / "rollout.jsonl"), "x"
 
 
+#: The hook's entry (``commands.cli.main``), then whether its process ran ``run_hook``.
+_TELLING = """
+import sys
+from tool_failure_guard.commands.cli import main
+code = main(["hook", *sys.argv[2:]])
+with open(sys.argv[1], "a") as told:
+    told.write(("true" if "tool_failure_guard.hooks.run" in sys.modules else "false") + "\\n")
+raise SystemExit(code)
+"""
+
+
+def _telling(told: Path) -> list[str]:
+    return [sys.executable, "-c", _TELLING, str(told)]
+
+
 @pytest.mark.parametrize(
     ("cli", "mode"),
     [
@@ -212,13 +228,20 @@ def test_the_workers_answers_and_state_are_the_in_process_ones(
     events, session = _sequence(cli, tmp_path)
     answered = 0
     for payload in events:
-        done = _client(cli, served, payload, mode)
+        done = subprocess.run(
+            [*_telling(tmp_path / "in-process"), cli, "--mode", mode, "--state-dir", str(served)],
+            input=json.dumps(payload).encode(),
+            capture_output=True,
+            timeout=60,
+            check=True,
+        )
         assert (done.stdout, done.stderr) == _reference(cli, reference, payload, mode), payload
         answered += bool(done.stdout)
+        in_process = (tmp_path / "in-process").read_text().splitlines()[-1] == "true"
+        # the batch events went to the worker; the hook's process never ran one itself
+        assert in_process is (payload["hook_event_name"] not in WORKER_EVENTS[cli]), payload
     assert answered >= 1  # the sequence reached a reminder or a stop
     assert _state(served, session) == _state(reference, session)
-    stored = json.loads((served / f"{session}.json").read_text())["state"]
-    assert stored["requests"], "the batch events went through the worker path"
     assert worker.poll() is None and worker_pids(served) == [worker.pid]
 
 
