@@ -415,8 +415,9 @@ def test_concurrent_hooks_start_one_worker(folders: tuple[Path, Path]) -> None:
     ]
     for client in clients:
         client.communicate(batch, timeout=60)
+    # a client starts a worker before it exits (Popen returns once it runs): all are here
+    assert len(worker_pids(served)) == 1
     _wait_for(lambda: (served / _SOCKET).exists(), "the worker's socket")
-    time.sleep(0.5)  # a second worker, were one started, would be running by now
     assert len(worker_pids(served)) == 1
 
 
