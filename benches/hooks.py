@@ -13,7 +13,10 @@ hits all alike), each fed the same ``PostToolBatch`` payload on stdin:
   loaded) and a per-batch ``PostToolBatch`` against a session whose prompt
   already holds :data:`STORED_BATCHES` settled batches (replayed through the
   core, then the new batch reduced).  A batch of N failing calls costs N of the
-  first and one of the second.
+  first and one of the second.  The batch event is measured warm (the state
+  folder's worker already running: the hook's client hands it the event) and
+  cold (no worker: handled in the hook's own process, which then starts one;
+  the bench stops it again, untimed, before every cold call).
 
 Printed: per command the median wall time per call and the spread (10th-90th
 percentile), and the ratio of each guard median to the no-op Python hook's
@@ -23,8 +26,10 @@ percentile), and the ratio of each guard median to the no-op Python hook's
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -51,6 +56,51 @@ def _batch(number: int) -> bytes:
     return _payload("PostToolBatch", number, tool_calls=calls)
 
 
+def _lock(folder: Path) -> Path:
+    from tool_failure_guard.hooks import channel
+
+    return folder / channel.lock_name(channel.install_key())
+
+
+def _wait_for_worker(folder: Path) -> None:
+    """Until the worker the hooks started listens (its socket is there)."""
+    from tool_failure_guard.hooks import channel
+
+    socket_path = folder / channel.socket_name(channel.install_key())
+    deadline = time.monotonic() + 60
+    while not socket_path.exists():
+        if time.monotonic() > deadline:
+            raise SystemExit(f"no worker started in {folder}")
+        time.sleep(0.02)
+
+
+def _stop_worker(folder: Path) -> None:
+    """Kill the folder's worker (its pid is in its lock file) and wait until it is gone."""
+    import fcntl
+
+    path = _lock(folder)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # a just-started worker writes its pid first
+        try:
+            fd = os.open(path, os.O_RDWR)
+        except FileNotFoundError:
+            return
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return  # nobody holds the lock: no worker lives
+            except BlockingIOError:
+                pass
+            text = os.pread(fd, 32, 0).decode().strip()
+            if text.isdigit():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(text), signal.SIGKILL)
+        finally:
+            os.close(fd)
+        time.sleep(0.005)
+    raise SystemExit(f"the worker of {folder} did not stop")
+
+
 def _percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     index = min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))
@@ -59,44 +109,67 @@ def _percentile(values: list[float], q: float) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benches.hooks", description=__doc__)
-    parser.add_argument("--rounds", type=int, default=40, help="rounds of all three (40)")
+    parser.add_argument("--rounds", type=int, default=40, help="rounds of all commands (40)")
     args = parser.parse_args(argv)
     exe = Path(sys.executable).parent / "tool-failure-guard"
     with tempfile.TemporaryDirectory(prefix="bench-hooks-") as temp:
         root = Path(temp)
         noop = root / "noop_hook.py"
         noop.write_text("import sys\nsys.stdin.buffer.read()\n")
-        guard = [str(exe), "hook", "claude-code", "--mode", "enforce", "--state-dir", str(root)]
+        guard = [str(exe), "hook", "claude-code", "--mode", "enforce", "--state-dir"]
+        try:
+            times = _measure(args.rounds, root, noop, guard)
+        finally:  # no worker outlives the bench
+            for folder in (root / "warm", root / "cold"):
+                _stop_worker(folder)
+    _print(args.rounds, times)
+    return 0
+
+
+def _measure(rounds: int, root: Path, noop: Path, guard: list[str]) -> dict[str, list[float]]:
+    """Every command's wall times per call, ``rounds`` interleaved rounds."""
+    warm = [*guard, str(root / "warm")]
+    cold = [*guard, str(root / "cold")]
+    for command in (warm, cold):
         for number in range(STORED_BATCHES):  # the session's prompt so far
-            subprocess.run(guard, input=_batch(number), check=True, capture_output=True)
-        failure = _payload(
-            "PostToolUseFailure",
-            0,
-            tool_use_id="toolu_x",
-            tool_name="Read",
-            error="File does not exist.",
-            is_interrupt=False,
-        )
-        batch = _batch(10_000)  # a batch of successes: the state does not grow between calls
-        commands = {
-            "true (no-op command)": (["true"], batch),
-            "no-op Python hook": ([sys.executable, str(noop)], batch),
-            "guard, PostToolUseFailure": (guard, failure),
-            "guard, PostToolBatch": (guard, batch),
-        }
-        times: dict[str, list[float]] = {name: [] for name in commands}
-        names = list(commands)
-        env = dict(os.environ)
-        for round_ in range(args.rounds):
-            shift = round_ % len(names)
-            for name in names[shift:] + names[:shift]:
-                command, payload = commands[name]
-                started = time.perf_counter()
-                subprocess.run(command, input=payload, capture_output=True, env=env)
-                times[name].append(time.perf_counter() - started)
+            subprocess.run(command, input=_batch(number), check=True, capture_output=True)
+    _stop_worker(root / "cold")
+    _wait_for_worker(root / "warm")
+    failure = _payload(
+        "PostToolUseFailure",
+        0,
+        tool_use_id="toolu_x",
+        tool_name="Read",
+        error="File does not exist.",
+        is_interrupt=False,
+    )
+    batch = _batch(10_000)  # a batch of successes: the streak stays where it is
+    commands = {
+        "true (no-op command)": (["true"], batch),
+        "no-op Python hook": ([sys.executable, str(noop)], batch),
+        "guard, PostToolUseFailure": (warm, failure),
+        "guard, PostToolBatch": (warm, batch),
+        "guard, PostToolBatch cold": (cold, batch),
+    }
+    times: dict[str, list[float]] = {name: [] for name in commands}
+    names = list(commands)
+    env = dict(os.environ)
+    for round_ in range(rounds):
+        shift = round_ % len(names)
+        for name in names[shift:] + names[:shift]:
+            command, payload = commands[name]
+            started = time.perf_counter()
+            subprocess.run(command, input=payload, capture_output=True, env=env)
+            times[name].append(time.perf_counter() - started)
+            if command is cold:
+                _stop_worker(root / "cold")  # untimed: the next cold call finds none
+    return times
+
+
+def _print(rounds: int, times: dict[str, list[float]]) -> None:
     print(
-        f"hook wall time per call, {args.rounds} interleaved rounds ({STORED_BATCHES} stored "
-        "batches in the guard's session)"
+        f"hook wall time per call, {rounds} interleaved rounds ({STORED_BATCHES} stored "
+        "batches in the guard's session; PostToolBatch warm: the worker runs; cold: none)"
     )
     for name, values in times.items():
         print(
@@ -105,10 +178,9 @@ def main(argv: list[str] | None = None) -> int:
             f"{_percentile(values, 0.9) * 1000:6.1f} ms"
         )
     floor = statistics.median(times["no-op Python hook"])
-    for name in ("guard, PostToolUseFailure", "guard, PostToolBatch"):
+    for name in ("guard, PostToolUseFailure", "guard, PostToolBatch", "guard, PostToolBatch cold"):
         ratio = statistics.median(times[name]) / floor
         print(f"  ratio {name} / no-op Python (medians): {ratio:.2f} (goal <= {GOAL})")
-    return 0
 
 
 if __name__ == "__main__":

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+from hook_workers import stop_workers
 from mcp_servers import require_real_servers, unavailable_message
 
 from tool_failure_guard.guard import BatchReceipt, Observation
@@ -77,6 +79,16 @@ def real_mcp_servers() -> Iterator[None]:
     """For tests that run the real npm MCP servers (see ``tests/mcp_servers.py``)."""
     require_real_servers()
     yield
+
+
+@pytest.fixture(autouse=True)
+def _no_hook_worker_outlives_its_test(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test whose hooks started a warm worker in its ``tmp_path`` has it stopped after."""
+    uses = "tmp_path" in request.fixturenames
+    root: Path | None = request.getfixturevalue("tmp_path") if uses else None
+    yield
+    if root is not None:
+        stop_workers(root)
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:

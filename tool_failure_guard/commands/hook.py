@@ -105,7 +105,7 @@ def handle_main(words: list[str]) -> int | None:
     mode = values.get("--mode", "shadow")
     if mode not in _MODES:
         return _bad_command_line(cli, f"--mode {mode!r} is not one of {', '.join(_MODES)}")
-    from tool_failure_guard.hooks.run import main
+    from tool_failure_guard.hooks.client import main
 
     return main(cli, mode, values.get("--state-dir"), values.get("--telemetry"))
 
@@ -144,7 +144,7 @@ def _module(cli: str) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     if args.hook_action == "handle":
-        from tool_failure_guard.hooks.run import main
+        from tool_failure_guard.hooks.client import main
 
         return main(args.hook_cli, args.mode, args.state_dir, args.telemetry)
     from tool_failure_guard.hooks import install as installer

@@ -22,3 +22,13 @@ HOOK_CLIS: Final[dict[str, str]] = {
     "gemini-cli": "tool_failure_guard.hooks.gemini_cli",
     "codex": "tool_failure_guard.hooks.codex",
 }
+
+#: CLI name -> the events that may reduce a batch (they load the core in process): the
+#: hook's client hands them to the warm worker (:mod:`tool_failure_guard.hooks.client`);
+#: every other event is cheap and handled in the hook's own process.
+WORKER_EVENTS: Final[dict[str, frozenset[str]]] = {
+    "claude-code": frozenset({"PostToolBatch"}),
+    "qwen-code": frozenset({"UserPromptSubmit", "Stop"}),
+    "gemini-cli": frozenset({"BeforeModel", "AfterAgent"}),
+    "codex": frozenset({"PreToolUse", "Stop"}),
+}

@@ -37,6 +37,10 @@ if TYPE_CHECKING:
 _PROMPT_KEY: Final = "prompt"
 _STARTED_KEY: Final = "started"
 _STARTED_PROMPT_KEY: Final = "started_prompt"
+#: The key of the last requests handled, each [request id, answer] (see :func:`run_hook`).
+_REQUESTS_KEY: Final = "requests"
+#: How many handled requests a session's state remembers.
+MAX_REMEMBERED_REQUESTS: Final = 16
 
 
 def cli_module(cli: str) -> Any:
@@ -83,11 +87,19 @@ def run_hook(
     stderr: IO[str],
     *,
     clock: Callable[[], float] = time.time,
+    request: str | None = None,
 ) -> int:
-    """Handle one event; always exit 0 (fail open), the answer on ``stdout`` or nothing."""
+    """Handle one event; always exit 0 (fail open), the answer on ``stdout`` or nothing.
+
+    ``request`` names the event when a worker may also be handling it (the client
+    gave up waiting and handles it here): the session's state remembers the
+    last :data:`MAX_REMEMBERED_REQUESTS` requests and their answers, so the second
+    of the two to take the state's lock answers the first's answer and changes
+    nothing (an event is never applied twice).
+    """
     cli = options.cli
     try:
-        answer = _handle(options, stdin, stderr, clock)
+        answer = _handle(options, stdin, stderr, clock, request)
     except Exception as error:  # fail open: the CLI goes on as without the guard
         reason = str(error).splitlines()[0] if str(error) else ""
         _say(cli, f"failing open ({type(error).__name__}: {reason[:300]})", stderr)
@@ -100,7 +112,11 @@ def run_hook(
 
 
 def _handle(
-    options: HookOptions, stdin: IO[bytes], stderr: IO[str], clock: Callable[[], float]
+    options: HookOptions,
+    stdin: IO[bytes],
+    stderr: IO[str],
+    clock: Callable[[], float],
+    request: str | None,
 ) -> dict[str, Any] | None:
     payload = read_payload(stdin)
     if options.mode == "off":
@@ -111,6 +127,11 @@ def _handle(
     directory = options.state_dir or default_state_dir(options.cli)
     store = StateStore(directory, warn=lambda message: _say(options.cli, message, stderr))
     with store.session(session_id) as state:
+        done = state.get(_REQUESTS_KEY)
+        done = [item for item in done if _is_request(item)] if isinstance(done, list) else []
+        for item in done:
+            if request is not None and item[0] == request:
+                return item[1]  # type: ignore[no-any-return]
         try:
             session = PromptSession.from_state(options.mode, state.get(_PROMPT_KEY) or {})
         except StateDamaged as damaged:
@@ -133,7 +154,20 @@ def _handle(
                 handled=handled,
                 wall_time_s=max(0.0, clock() - started) if isinstance(started, float) else 0.0,
             )
+        if request is not None:
+            keep = done[len(done) - MAX_REMEMBERED_REQUESTS + 1 :]
+            state[_REQUESTS_KEY] = [*keep, [request, handled.answer]]
     return handled.answer
+
+
+def _is_request(item: Any) -> bool:
+    """A remembered request: [id, answer object or None]."""
+    return (
+        isinstance(item, list)
+        and len(item) == 2
+        and isinstance(item[0], str)
+        and (item[1] is None or isinstance(item[1], dict))
+    )
 
 
 def main(cli: str, mode: str, state_dir: str | None, telemetry: str | None) -> int:

@@ -101,7 +101,8 @@ class StateStore:
         self._clock = clock
         self._warn = warn
 
-    def _ensure_directory(self) -> None:
+    def ensure_directory(self) -> None:
+        """Create the folder (0700) or check it: a directory of this user only, else StateError."""
         directory = self.directory
         private_directory(directory)
         info = os.lstat(directory)
@@ -121,7 +122,7 @@ class StateStore:
 
         A block that raises writes nothing: the file keeps what it held.
         """
-        self._ensure_directory()
+        self.ensure_directory()
         path = self.path_of(session_id)
         flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
         try:
