@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 
     from tool_failure_guard.agent_outcomes.claude_code import Outcome
     from tool_failure_guard.core import CallOutcome, FunctionCall, Stop
+    from tool_failure_guard.hooks.replay import Settled
 
 #: The CLI's name on the command line (``tool-failure-guard hook claude-code``).
 NAME: Final = "claude-code"
@@ -92,6 +93,21 @@ def stop_answer(stop: Stop) -> dict[str, Any]:
     return {"continue": False, "stopReason": stop.shown_text}
 
 
+def answered(settled: Settled, event: str) -> Handled:
+    """What the event that closed a batch answers: the stop, the reminder, or nothing.
+
+    Claude Code's ``PostToolBatch`` and Qwen Code's ``UserPromptSubmit`` read the same
+    answer shapes (``continue: false``; ``additionalContext``)."""
+    from tool_failure_guard.core import Continue, Stop
+
+    action = settled.action
+    if isinstance(action, Stop):
+        return Handled(answer=stop_answer(action), settled=settled, prompt_ended="end_turn")
+    if isinstance(action, Continue) and action.system_texts:
+        return Handled(answer=reminder_answer(event, action.system_texts), settled=settled)
+    return Handled(settled=settled)
+
+
 def _ids(payload: Mapping[str, Any]) -> tuple[str, str]:
     return (
         text_field(payload, "tool_use_id", limit=_MAX_NAME),
@@ -140,7 +156,7 @@ def _batch(payload: Mapping[str, Any], session: PromptSession) -> Handled:
         classify_hook_failure,
         result_text,
     )
-    from tool_failure_guard.core import Continue, FunctionCall, Stop
+    from tool_failure_guard.core import FunctionCall
 
     outcomes: list[CallOutcome] = []
     for entry in entries:
@@ -155,15 +171,7 @@ def _batch(payload: Mapping[str, Any], session: PromptSession) -> Handled:
         else:
             outcome = classify_batch_entry(tool, result_text(entry.get("tool_response")))
         outcomes.append(outcome_of(call, outcome))
-    settled = session.settle(outcomes)
-    action = settled.action
-    if isinstance(action, Stop):
-        return Handled(answer=stop_answer(action), settled=settled, prompt_ended="end_turn")
-    if isinstance(action, Continue) and action.system_texts:
-        return Handled(
-            answer=reminder_answer("PostToolBatch", action.system_texts), settled=settled
-        )
-    return Handled(settled=settled)
+    return answered(session.settle(outcomes), "PostToolBatch")
 
 
 def _is_failure(record: list[Any] | None) -> bool:

@@ -81,8 +81,8 @@ def _record(entry: Any, session: PromptSession) -> None:
 
 def _settle(session: PromptSession) -> Handled:
     from tool_failure_guard.agent_outcomes.qwen_code import from_batch_call
-    from tool_failure_guard.core import Continue, FunctionCall, Stop
-    from tool_failure_guard.hooks.claude_code import outcome_of, reminder_answer, stop_answer
+    from tool_failure_guard.core import FunctionCall
+    from tool_failure_guard.hooks.claude_code import answered, outcome_of
 
     pending, session.pending = session.pending, {}
     outcomes = []
@@ -99,15 +99,7 @@ def _settle(session: PromptSession) -> Handled:
         except ValueError as error:
             raise PayloadError(f"PostToolBatch entry {call_id!r}: {error}") from None
         outcomes.append(outcome_of(FunctionCall(call_id=call_id, name=str(tool)), outcome))
-    settled = session.settle(outcomes)
-    action = settled.action
-    if isinstance(action, Stop):
-        return Handled(answer=stop_answer(action), settled=settled, prompt_ended="end_turn")
-    if isinstance(action, Continue) and action.system_texts:
-        return Handled(
-            answer=reminder_answer("UserPromptSubmit", action.system_texts), settled=settled
-        )
-    return Handled(settled=settled)
+    return answered(session.settle(outcomes), "UserPromptSubmit")
 
 
 def handle(payload: Mapping[str, Any], session: PromptSession) -> Handled:
