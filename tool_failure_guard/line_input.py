@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import stat
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -93,3 +94,18 @@ def read_small_text(path: str, limit: int, what: str) -> str:
     if len(data) > limit:
         raise InputTooLarge(f"{path}: the {what} is over {limit:,} bytes (the bound)")
     return data.decode("utf-8")
+
+
+def file_kind(mode: int) -> str:
+    """What a file that is not a regular file is, for an error naming it (``os.stat`` mode)."""
+    if stat.S_ISFIFO(mode):
+        return "a named pipe"
+    if stat.S_ISCHR(mode):
+        return "a character device"
+    if stat.S_ISBLK(mode):
+        return "a block device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    return "not a regular file"

@@ -30,6 +30,7 @@ from typing import IO
 
 import attrs
 
+from tool_failure_guard.line_input import file_kind
 from tool_failure_guard.transcripts import verdicts
 from tool_failure_guard.transcripts.importers import IMPORTERS, _read, importer
 from tool_failure_guard.transcripts.model import TranscriptError
@@ -127,18 +128,6 @@ def _owned(path: Path, modules: Sequence[tuple[str, ModuleType]]) -> tuple[str, 
     return None
 
 
-def _what(mode: int) -> str:
-    if stat.S_ISCHR(mode):
-        return "a character device"
-    if stat.S_ISBLK(mode):
-        return "a block device"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    if stat.S_ISFIFO(mode):
-        return "a named pipe"
-    return "not a regular file"
-
-
 def spool(given: str, into: Path) -> Path:
     """A stream (named pipe, process substitution) copied, bounded, into a private file."""
     target = into / f"stream-{len(list(into.iterdir()))}"
@@ -185,7 +174,7 @@ def _walk(
         if stat.S_ISDIR(mode):
             continue
         if not stat.S_ISREG(mode):
-            skipped.append(Skipped(str(file), f"{_what(mode)}: not read in a walked directory"))
+            skipped.append(Skipped(str(file), f"{file_kind(mode)}: not read in a walked directory"))
             continue
         owned = _owned(file, owners)
         if owned is not None:
@@ -241,7 +230,9 @@ def discover(paths: Sequence[str], kind: str | None = None, streams: Path | None
             path = Path(given)
         else:
             raise TranscriptError(
-                given, None, f"{_what(mode)}, not a transcript file, directory or pipe: not read"
+                given,
+                None,
+                f"{file_kind(mode)}, not a transcript file, directory or pipe: not read",
             )
         found = sniff(path, modules)
         if found is not None:

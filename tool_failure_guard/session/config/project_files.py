@@ -28,6 +28,7 @@ import stat
 from collections.abc import Sequence
 from pathlib import Path
 
+from tool_failure_guard.line_input import file_kind
 from tool_failure_guard.worker_threads import WorkerThreads
 
 #: Bytes of one env or settings file read at most (a real one is a few KiB).
@@ -53,20 +54,6 @@ class SettingsFileRefused(Exception):
         self.reason = reason
 
 
-def _kind(mode: int) -> str:
-    if stat.S_ISFIFO(mode):
-        return "a named pipe"
-    if stat.S_ISCHR(mode):
-        return "a character device"
-    if stat.S_ISBLK(mode):
-        return "a block device"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    if stat.S_ISDIR(mode):
-        return "a directory"
-    return "not a regular file"
-
-
 def read_settings_file(path: Path, limit: int = MAX_SETTINGS_FILE_BYTES) -> bytes | None:
     """The bytes of ``path``, None when it does not exist; else :class:`SettingsFileRefused`.
 
@@ -81,7 +68,7 @@ def read_settings_file(path: Path, limit: int = MAX_SETTINGS_FILE_BYTES) -> byte
         raise SettingsFileRefused(path, UNREADABLE, exc.strerror or str(exc)) from None
     if not stat.S_ISREG(before.st_mode):
         raise SettingsFileRefused(
-            path, NOT_A_REGULAR_FILE, f"it is {_kind(before.st_mode)}, not a regular file"
+            path, NOT_A_REGULAR_FILE, f"it is {file_kind(before.st_mode)}, not a regular file"
         )
     if before.st_size > limit:
         raise SettingsFileRefused(
