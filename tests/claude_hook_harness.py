@@ -26,6 +26,7 @@ import attrs
 from agent_clis import claude_binary, require
 from agent_fakes.anthropic_messages import FakeAnthropic, serve_anthropic
 from agent_fakes.script import Call, Turn
+from transcript_capture import claude_command, claude_env
 
 from tool_failure_guard.guard import REPEATED_TOOL_FAILURE_REMINDER
 
@@ -160,31 +161,9 @@ def run_claude(
         )
     fake = FakeAnthropic(list(turns_of(ws)))
     with serve_anthropic(fake):
-        env = {
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-            "HOME": str(home),
-            "PYTHONPATH": os.environ.get("PYTHONPATH", str(ROOT)),
-            "ANTHROPIC_BASE_URL": fake.base_url,
-            "ANTHROPIC_API_KEY": "sk-ant-fake-key",
-            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-            "DISABLE_TELEMETRY": "1",
-            "DISABLE_AUTOUPDATER": "1",
-            "DISABLE_ERROR_REPORTING": "1",
-        }
-        command = [
-            str(binary),
-            "-p",
-            "Read missing.txt",
-            "--output-format",
-            "stream-json",
-            "--verbose",
-            "--model",
-            "claude-sonnet-4-5",
-            "--permission-mode",
-            "default",
-            "--allowedTools",
-            *allowed,
-        ]
+        env = claude_env(home, fake.base_url)
+        env["PYTHONPATH"] = os.environ.get("PYTHONPATH", str(ROOT))
+        command = claude_command(binary, allowed)
         with managed_hook(mode, state) if managed else contextlib.nullcontext():
             done = subprocess.run(
                 command,

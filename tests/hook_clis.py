@@ -35,6 +35,7 @@ from typing import Any
 import attrs
 from agent_fakes.gemini_api import FakeGemini, serve_gemini
 from agent_fakes.script import Turn, arguments_json
+from transcript_capture import codex_provider_config
 
 ROOT = Path(__file__).resolve().parent.parent
 TIMEOUT_S = 240
@@ -356,18 +357,7 @@ def run_codex(
         _write_json(codex_home / "hooks.json", hooks)
     fake = FakeResponses(turns, final="Done.")
     with serve_responses(fake):
-        config = [
-            'model = "test-model"',
-            'model_provider = "fake"',
-            "[model_providers.fake]",
-            'name = "fake"',
-            f'base_url = "{fake.base_url}"',
-            'wire_api = "responses"',
-            'env_key = "FAKE_API_KEY"',
-            "request_max_retries = 0",
-            "stream_max_retries = 0",
-            "",
-        ]
+        config = [*codex_provider_config(fake.base_url), ""]
         (codex_home / "config.toml").write_text("\n".join(config), encoding="utf-8")
         run_env.update({"CODEX_HOME": str(codex_home), "FAKE_API_KEY": "sk-fake-key"})
         run_env.update(env or {})

@@ -117,6 +117,53 @@ def claude_two_prompt_turns(ws: Path) -> list[Turn]:
     ]
 
 
+def claude_env(home: Path, base_url: str) -> dict[str, str]:
+    """Claude Code's environment against a local fake Messages API: private home, no traffic."""
+    return {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(home),
+        "ANTHROPIC_BASE_URL": base_url,
+        "ANTHROPIC_API_KEY": "sk-ant-fake-key",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "DISABLE_TELEMETRY": "1",
+        "DISABLE_AUTOUPDATER": "1",
+        "DISABLE_ERROR_REPORTING": "1",
+    }
+
+
+def claude_command(binary: Path, allowed: Sequence[str]) -> list[str]:
+    """``claude -p`` on the scripted prompt, stream-json out, ``allowed`` tools allowed."""
+    return [
+        str(binary),
+        "-p",
+        "Read missing.txt",
+        "--output-format",
+        "stream-json",
+        "--verbose",
+        "--model",
+        "claude-sonnet-4-5",
+        "--permission-mode",
+        "default",
+        "--allowedTools",
+        *allowed,
+    ]
+
+
+def codex_provider_config(base_url: str) -> list[str]:
+    """The Codex CLI's ``config.toml`` lines for a local fake Responses API, no retries."""
+    return [
+        'model = "test-model"',
+        'model_provider = "fake"',
+        "[model_providers.fake]",
+        'name = "fake"',
+        f'base_url = "{base_url}"',
+        'wire_api = "responses"',
+        'env_key = "FAKE_API_KEY"',
+        "request_max_retries = 0",
+        "stream_max_retries = 0",
+    ]
+
+
 def run_claude(
     turns_of: Any,
     *,
@@ -135,30 +182,8 @@ def run_claude(
     ws = _workspace(root)
     fake = FakeAnthropic(turns_of(ws), final="I could not do it." if max_turns else "Done.")
     with serve_anthropic(fake):
-        env = {
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-            "HOME": str(home),
-            "ANTHROPIC_BASE_URL": fake.base_url,
-            "ANTHROPIC_API_KEY": "sk-ant-fake-key",
-            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-            "DISABLE_TELEMETRY": "1",
-            "DISABLE_AUTOUPDATER": "1",
-            "DISABLE_ERROR_REPORTING": "1",
-        }
-        command = [
-            str(binary),
-            "-p",
-            "Read missing.txt",
-            "--output-format",
-            "stream-json",
-            "--verbose",
-            "--model",
-            "claude-sonnet-4-5",
-            "--permission-mode",
-            "default",
-            "--allowedTools",
-            *allowed,
-        ]
+        env = claude_env(home, fake.base_url)
+        command = claude_command(binary, allowed)
         if max_turns is not None:
             command += ["--max-turns", str(max_turns)]
         if mcp is not None:
@@ -245,15 +270,7 @@ def run_codex(
         (codex_home / "config.toml").write_text(
             "\n".join(
                 [
-                    'model = "test-model"',
-                    'model_provider = "fake"',
-                    "[model_providers.fake]",
-                    'name = "fake"',
-                    f'base_url = "{fake.base_url}"',
-                    'wire_api = "responses"',
-                    'env_key = "FAKE_API_KEY"',
-                    "request_max_retries = 0",
-                    "stream_max_retries = 0",
+                    *codex_provider_config(fake.base_url),
                     *(
                         [
                             "[mcp_servers.fs]",
