@@ -192,10 +192,13 @@ def raised(
     tool: str | None = None,
     tool_type: str = "native",
     message: str | None = None,
+    error_type: str | None = None,
 ) -> CallOutcome:
-    """The tool ran and raised ``exc``: error/error, typed by :func:`error_type_of`."""
+    """The tool ran and raised ``exc``: error/error, typed by :func:`error_type_of` unless
+    the host's own table typed it already (``error_type``)."""
     text = message if message is not None else f"{type(exc).__name__}: {exc}"
-    return failed(call, error_type_of(exc), text, tool=tool, tool_type=tool_type)
+    typed = error_type if error_type is not None else error_type_of(exc)
+    return failed(call, typed, text, tool=tool, tool_type=tool_type)
 
 
 def not_started(

@@ -24,7 +24,7 @@ from tool_failure_guard.core import (
     CallOutcome,
     FunctionCall,
     error_type_of,
-    failed,
+    raised,
 )
 
 #: ``module.Class`` of a framework's failure signal -> its type when no cause classifies it.
@@ -76,5 +76,11 @@ def raised_outcome(
     message: str | None = None,
 ) -> CallOutcome:
     """The tool ran and raised ``exc``: error/error, typed by :func:`execution_error_type`."""
-    text = message if message is not None else f"{type(exc).__name__}: {exc}"
-    return failed(call, execution_error_type(exc), text, tool=tool, tool_type=tool_type)
+    return raised(
+        call,
+        exc,
+        tool=tool,
+        tool_type=tool_type,
+        message=message,
+        error_type=execution_error_type(exc),
+    )
