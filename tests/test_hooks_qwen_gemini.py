@@ -254,14 +254,13 @@ def _install(*words: str) -> None:
         ),
     ],
 )
-def test_install_pins_hooks_on_idempotently_and_uninstall_takes_only_ours(
+def test_install_turns_hooks_on_where_unset_idempotently_and_uninstall_takes_only_ours(
     tmp_path: Path, cli: str, pin: dict[str, Any], events: set[str], timeout: int
 ) -> None:
     settings = tmp_path / "settings.json"
     other = {"matcher": "*", "hooks": [{"type": "command", "command": "audit-log"}]}
     start = {
-        "disableAllHooks": True,
-        "hooksConfig": {"enabled": False, "notifications": True},
+        "hooksConfig": {"notifications": True},
         "hooks": {"AfterTool": [other]},
         "model": {"name": "m"},
     }
@@ -279,10 +278,17 @@ def test_install_pins_hooks_on_idempotently_and_uninstall_takes_only_ours(
         for event, groups in document["hooks"].items()
         for g in groups
         for h in g["hooks"]
-        if f"hook {cli} --mode warn" in h["command"]
+        if f"hook {cli} --scope settings --mode warn" in h["command"]
     ]
     assert len(ours) == len(events) and {h["timeout"] for h in ours} == {timeout}
     assert set(document["hooks"]) >= events
     _install("uninstall", cli, "--settings", str(settings))
-    after = json.loads(settings.read_text(encoding="utf-8"))
-    assert after["hooks"] == {"AfterTool": [other]}  # only ours removed
+    assert json.loads(settings.read_text(encoding="utf-8")) == start  # only ours removed
+    # a user's own "off" is never changed: the hooks there stay off (install warns)
+    start = {"disableAllHooks": True, "hooksConfig": {"enabled": False}}
+    settings.write_text(json.dumps(start), encoding="utf-8")
+    _install("install", cli, "--mode", "warn", *where)
+    document = json.loads(settings.read_text(encoding="utf-8"))
+    assert {key: document[key] for key in start} == start
+    _install("uninstall", cli, "--settings", str(settings))
+    assert settings.read_text(encoding="utf-8") == json.dumps(start)

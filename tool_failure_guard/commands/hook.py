@@ -1,10 +1,14 @@
 """``tool-failure-guard hook``: the guard inside a coding CLI's hooks, and installing it there.
 
-- ``hook <cli> [--mode MODE] [--state-dir DIR] [--telemetry SPEC]``: handle one
-  hook event (the payload on stdin, the answer on stdout); what the CLI runs.
-- ``hook install <cli> --mode MODE (--scope SCOPE | --settings FILE)``: merge
-  the hook's entries into that settings file (idempotent; all else kept).
-- ``hook uninstall <cli> (--scope SCOPE | --settings FILE)``: remove only them.
+- ``hook <cli> [--mode MODE] [--scope SCOPE] [--state-dir DIR] [--telemetry SPEC]
+  [--environment NAME]``: handle one hook event (the payload on stdin, the answer
+  on stdout); what the CLI runs.  Without ``--mode`` (the plugin's command) the mode
+  is the operator's (:mod:`tool_failure_guard.hooks.config`), ``shadow`` by default.
+- ``hook install <cli> [--mode MODE] (--scope SCOPE | --settings FILE)``: merge the
+  hook's entries into that settings file (idempotent; all else kept).
+- ``hook uninstall <cli> (--scope SCOPE | --settings FILE) [--purge]``: undo it.
+- ``hook configure <cli> --mode MODE``: the operator's mode for installs naming none.
+- ``hook status [cli]``: where the guard is installed, its workers, its sessions.
 
 Every CLI in :data:`tool_failure_guard.hooks.clis.HOOK_CLIS` plugs in the same way:
 its module names its events and its scopes (``SCOPES``: scope -> settings file).
@@ -18,7 +22,7 @@ import os
 import sys
 from pathlib import Path
 
-from tool_failure_guard.hooks.clis import HOOK_CLIS
+from tool_failure_guard.hooks.clis import HOOK_CLIS, HOOK_OPTIONS
 
 # no `typing` at run time: the hook's start-up is its cost (TYPE_CHECKING as mypy reads it)
 TYPE_CHECKING = False
@@ -26,7 +30,7 @@ if TYPE_CHECKING:
     import argparse
     from typing import Any
 
-HELP = "the guard as a coding CLI's hook: handle an event, install, uninstall"
+HELP = "the guard as a coding CLI's hook: handle an event, install, uninstall, status"
 
 CLIS = HOOK_CLIS
 _MODES = ("off", "shadow", "warn", "enforce")
@@ -34,7 +38,7 @@ _MODES = ("off", "shadow", "warn", "enforce")
 
 def configure(parser: argparse.ArgumentParser) -> None:
     actions = parser.add_subparsers(
-        dest="hook_action", required=True, metavar="CLI|install|uninstall"
+        dest="hook_action", required=True, metavar="CLI|install|uninstall|configure|status"
     )
     for cli in CLIS:
         sub = actions.add_parser(
@@ -51,7 +55,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     clis = install.add_subparsers(dest="hook_cli", required=True, metavar="CLI")
     for cli in CLIS:
         sub = clis.add_parser(cli, help=f"install the {cli} hook")
-        sub.add_argument("--mode", required=True, choices=_MODES, help="the guard mode")
+        sub.add_argument(
+            "--mode",
+            default="shadow",
+            choices=_MODES,
+            help="the guard mode written on the command line (shadow: observe only)",
+        )
         _target_options(sub, cli)
         sub.add_argument(
             "--state-dir",
@@ -64,6 +73,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
             "--telemetry", metavar="SPEC", help="a telemetry sink for the hook (file:PATH)"
         )
         sub.add_argument(
+            "--environment",
+            metavar="NAME",
+            help="the telemetry's deployment.environment (with --telemetry; a hook's "
+            "environment gets no OTEL_* variable, so it is written on the command line)",
+        )
+        sub.add_argument(
             "--timeout", type=int, default=30, help="seconds the CLI waits for the hook"
         )
     uninstall = actions.add_parser("uninstall", help="remove the hook's entries from settings")
@@ -71,10 +86,26 @@ def configure(parser: argparse.ArgumentParser) -> None:
     for cli in CLIS:
         sub = clis.add_parser(cli, help=f"remove the {cli} hook's entries")
         _target_options(sub, cli)
+        sub.add_argument(
+            "--purge",
+            action="store_true",
+            help="also remove the install's state folder (the guard's own files in it)",
+        )
+    configure_ = actions.add_parser(
+        "configure", help="the operator's mode for hook commands that name none (the plugin)"
+    )
+    clis = configure_.add_subparsers(dest="hook_cli", required=True, metavar="CLI")
+    for cli in CLIS:
+        sub = clis.add_parser(cli, help=f"configure the {cli} hook")
+        sub.add_argument("--mode", choices=_MODES, help="the mode (default: shadow)")
+    status = actions.add_parser(
+        "status", help="where the guard is installed, its workers and recent sessions"
+    )
+    status.add_argument("hook_cli", nargs="?", choices=tuple(CLIS), metavar="CLI")
 
 
 #: The options of ``hook <cli>``, each taking one value.
-_HANDLE_OPTIONS = ("--mode", "--state-dir", "--telemetry")
+_HANDLE_OPTIONS = HOOK_OPTIONS
 
 
 def handle_main(words: list[str]) -> int | None:
@@ -95,19 +126,31 @@ def handle_main(words: list[str]) -> int | None:
         if word in ("-h", "--help"):
             print(
                 f"usage: tool-failure-guard hook {cli} [--mode {{{','.join(_MODES)}}}] "
-                "[--state-dir DIR] [--telemetry SPEC]  (the payload on stdin)"
+                "[--scope SCOPE] [--state-dir DIR] [--telemetry SPEC] [--environment NAME]"
+                "  (the payload on stdin)"
             )
             return 0
         name, equals, value = word.partition("=")
         if name not in _HANDLE_OPTIONS or (not equals and not rest):
             return _bad_command_line(cli, f"unexpected {word!r}")
         values[name] = value if equals else rest.pop(0)
-    mode = values.get("--mode", "shadow")
+    mode = values.get("--mode")
+    if mode is None:  # the plugin's command: the operator's mode, never the environment's
+        from tool_failure_guard.hooks.config import configured_mode
+
+        mode = configured_mode(cli)
     if mode not in _MODES:
         return _bad_command_line(cli, f"--mode {mode!r} is not one of {', '.join(_MODES)}")
+    telemetry = values.get("--telemetry")
+    if telemetry is not None:  # handled in process (the sink is built there)
+        from tool_failure_guard.hooks.run import main as in_process
+
+        return in_process(
+            cli, mode, values.get("--state-dir"), telemetry, values.get("--environment")
+        )
     from tool_failure_guard.hooks.client import main
 
-    return main(cli, mode, values.get("--state-dir"), values.get("--telemetry"))
+    return main(cli, mode, values.get("--state-dir"), telemetry)
 
 
 def _bad_command_line(cli: str, problem: str) -> int:
@@ -119,7 +162,11 @@ def _bad_command_line(cli: str, problem: str) -> int:
 
 
 def _handle_options(sub: argparse.ArgumentParser, cli: str) -> None:
-    sub.add_argument("--mode", default="shadow", choices=_MODES, help="the guard mode (shadow)")
+    sub.add_argument(
+        "--mode", choices=_MODES, help="the guard mode (default: the operator's, else shadow)"
+    )
+    sub.add_argument("--scope", help="the install's scope (written by the installer)")
+    sub.add_argument("--environment", help="the telemetry's deployment.environment")
     sub.add_argument(
         "--state-dir",
         help=f"the private state folder (default $XDG_STATE_HOME/tool-failure-guard/hooks/{cli})",
@@ -144,50 +191,51 @@ def _module(cli: str) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     if args.hook_action == "handle":
-        from tool_failure_guard.hooks.client import main
+        words = [args.hook_cli]
+        for name in HOOK_OPTIONS:
+            value = getattr(args, name[2:].replace("-", "_"), None)
+            if value is not None:
+                words += [name, str(value)]
+        return handle_main(words) or 0
+    if args.hook_action == "status":
+        from tool_failure_guard.hooks.status import status_main
 
-        return main(args.hook_cli, args.mode, args.state_dir, args.telemetry)
-    from tool_failure_guard.hooks import install as installer
+        return status_main(args.hook_cli)
+    if args.hook_action == "configure":
+        return _configure(args.hook_cli, args.mode)
+    from tool_failure_guard.hooks import install_flow
 
-    module = _module(args.hook_cli)
-    path = (
-        args.settings
-        if args.settings is not None
-        else Path(os.path.expanduser(module.SCOPES[args.scope]))
-    )
     try:
         if args.hook_action == "uninstall":
-            changed = installer.uninstall(path, args.hook_cli)
-            print(
-                f"{'removed' if changed else 'nothing to remove'}: {args.hook_cli} hook in {path}"
+            return install_flow.uninstall_main(
+                args.hook_cli, scope=args.scope, settings=args.settings, purge=args.purge
             )
-            return 0
-        state_dir = args.state_dir
-        if state_dir is None and args.scope not in ("managed", "system"):  # operator scopes
-            from tool_failure_guard.hooks.state import default_state_dir
-
-            state_dir = default_state_dir(args.hook_cli)
-        telemetry = _telemetry_spec(args.telemetry)
-        command = installer.hook_command(
+        return install_flow.install_main(
             args.hook_cli,
             mode=args.mode,
-            executable=installer.running_executable(),
-            state_dir=state_dir.absolute() if state_dir is not None else None,
-            telemetry=telemetry,
+            scope=args.scope,
+            settings=args.settings,
+            state_dir=args.state_dir,
+            telemetry=_telemetry_spec(args.telemetry),
+            environment=args.environment,
+            timeout=args.timeout,
         )
-        entries = getattr(module, "settings_entries", None)
-        skipped = () if telemetry else getattr(module, "TELEMETRY_EVENTS", ())
-        if entries is not None:
-            made = {e: g for e, g in entries(command, args.timeout).items() if e not in skipped}
-        else:
-            events = [event for event in module.EVENTS if event not in skipped]
-            made = installer.claude_style_entries(command, events, module.TOOL_EVENTS, args.timeout)
-        pin = getattr(module, "PINNED_SETTINGS", None)
-        installer.install(path, made, args.hook_cli, pin=pin)
     except (OSError, ValueError) as error:
         print(f"tool-failure-guard hook {args.hook_action}: {error}", file=sys.stderr)
         return 2
-    print(f"installed: {args.hook_cli} hook ({args.mode}) in {path}")
+
+
+def _configure(cli: str, mode: str | None) -> int:
+    from tool_failure_guard.hooks import config
+    from tool_failure_guard.hooks.install import running_executable
+
+    try:
+        written = config.configure(cli, mode=mode, executable=running_executable())
+    except (OSError, ValueError) as error:
+        print(f"tool-failure-guard hook configure: {error}", file=sys.stderr)
+        return 2
+    print(f"configured: {cli} hook mode {config.configured_mode(cli)} in {written}")
+    print(f"next: tool-failure-guard hook status {cli}")
     return 0
 
 

@@ -20,6 +20,7 @@ adds the state file around it, the SDK adapter keeps the session in memory.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 
 from tool_failure_guard.hooks.events import Handled
@@ -46,10 +47,15 @@ EVENTS: Final = ("UserPromptSubmit", "PostToolUseFailure", "PostToolBatch", "Sto
 TELEMETRY_EVENTS: Final = ("Stop",)
 #: The events whose installed group has ``matcher: "*"`` (every tool).
 TOOL_EVENTS: Final = ("PostToolUseFailure", "PostToolBatch")
+#: The managed (administrator's) settings file, per platform (Claude Code's own paths).
+MANAGED_SETTINGS: Final = {
+    "darwin": "/Library/Application Support/ClaudeCode/managed-settings.json",
+    "linux": "/etc/claude-code/managed-settings.json",
+}
 #: ``hook install --scope``: the operator's settings files (``managed`` wins over a project's
 #: ``disableAllHooks``; ``user`` does not).  ``~`` is the installing user's home.
 SCOPES: Final = {
-    "managed": "/etc/claude-code/managed-settings.json",
+    "managed": MANAGED_SETTINGS["darwin" if sys.platform == "darwin" else "linux"],
     "user": "~/.claude/settings.json",
 }
 #: The most characters of a tool name or id read from a payload.

@@ -23,6 +23,10 @@ HOOK_CLIS: Final[dict[str, str]] = {
     "codex": "tool_failure_guard.hooks.codex",
 }
 
+#: The options of ``tool-failure-guard hook <cli>``, each taking one value: what the
+#: installer writes and what it recognises as its own command line (nothing else).
+HOOK_OPTIONS: Final = ("--mode", "--state-dir", "--telemetry", "--scope", "--environment")
+
 #: CLI name -> the events that may reduce a batch (they load the core in process): the
 #: hook's client hands them to the warm worker (:mod:`tool_failure_guard.hooks.client`);
 #: every other event is cheap and handled in the hook's own process.

@@ -1,50 +1,136 @@
-"""Installing the hook into a CLI's settings file: merged, idempotent, atomic, reversible.
+"""Installing the hook into a CLI's settings file: merged, idempotent, atomic, undone exactly.
 
 ``tool-failure-guard hook install <cli>`` writes the hook's entries into a
 settings JSON (``{"hooks": {EVENT: [{"matcher": "*", "hooks": [{"type":
 "command", "command": ..., "timeout": S}]}]}}``, the shape Claude Code, Qwen
 Code and Gemini CLI share) and keeps everything else in the file as it was.
-Its own entries are recognised by their command (``tool-failure-guard ... hook
-<cli>``): installing again replaces them (a new mode, the same file otherwise),
-``uninstall`` removes only them.  A file that is not a JSON object, or whose
-``hooks`` is not one, is refused with the file untouched.  The new file is
-written beside the old one and renamed over it (atomic), keeping its mode.
 
-The command written holds the absolute path of the running
-``tool-failure-guard`` and ``--mode MODE``: the mode on the command line is the
-operator's, and no environment variable a project can set changes it.
+- Its own entries are recognised **exactly**: a command that parses
+  (:func:`parse_command`) as ``<dir>/tool-failure-guard hook <cli>`` followed by
+  the hook's own options only.  A user's hook that merely mentions the guard (a
+  ``notify-send`` text, an image name) is never touched.
+- Beside the entries it sets only keys the file does not have (Qwen Code's
+  ``disableAllHooks: false``, Gemini CLI's ``hooksConfig.enabled: true``: the
+  CLI's ``PINNED_SETTINGS``); a key the user set is left as it is, with a warning
+  when it keeps the hooks from running.
+- What it changed is kept in the install's state folder
+  (:mod:`~tool_failure_guard.hooks.install_record`), so :func:`uninstall` gives the
+  file back byte for byte when nobody changed it since, and otherwise removes
+  exactly the entries and keys it added (an emptied ``hooks`` object it added, a
+  file it created).
+- Writes go to a symbolic link's target, atomically, keeping mode, owner and
+  group (:mod:`~tool_failure_guard.hooks.settings_file`).
+
+The command written holds the absolute path of the running ``tool-failure-guard``,
+``--scope SCOPE`` (the install's rank) and ``--mode MODE``: the mode on the command
+line is the operator's, and no environment variable a project can set changes it.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
+import copy
 import os
-import re
 import shlex
 import shutil
-import stat
 import sys
-import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-#: The most bytes of a settings file read (4 MiB).
-MAX_SETTINGS_BYTES: Final = 4 * 1024 * 1024
+import attrs
+
+from tool_failure_guard.hooks.clis import HOOK_CLIS, HOOK_OPTIONS
+from tool_failure_guard.hooks.install_record import (
+    InstallRecord,
+    digest,
+    drop_record,
+    load_record,
+    save_record,
+)
+from tool_failure_guard.hooks.settings_file import (
+    MAX_SETTINGS_BYTES,
+    SettingsError,
+    parse_settings,
+    read_bytes,
+    read_settings,
+    remove_file,
+    settings_text,
+    target_of,
+    write_bytes,
+)
+
+__all__ = [
+    "DEFAULT_TIMEOUT_S",
+    "EXECUTABLE_NAME",
+    "MAX_SETTINGS_BYTES",
+    "Installed",
+    "InstalledCommand",
+    "SettingsError",
+    "Uninstalled",
+    "claude_style_entries",
+    "hook_command",
+    "install",
+    "installed_commands",
+    "parse_command",
+    "read_settings",
+    "running_executable",
+    "uninstall",
+]
+
 #: The name of the console script the installed command runs.
 EXECUTABLE_NAME: Final = "tool-failure-guard"
 #: Seconds a CLI waits for the hook before it drops its answer (the guard takes milliseconds).
 DEFAULT_TIMEOUT_S: Final = 30
 
 
-class SettingsError(ValueError):
-    """The settings file cannot be merged into (not a JSON object, or its hooks are not)."""
+@attrs.frozen
+class InstalledCommand:
+    """An installed command line read back: ``EXE hook CLI [--option VALUE]...``."""
+
+    executable: str
+    cli: str
+    options: Mapping[str, str]
+
+    @property
+    def mode(self) -> str | None:
+        return self.options.get("--mode")
+
+    @property
+    def scope(self) -> str | None:
+        return self.options.get("--scope")
+
+    @property
+    def telemetry(self) -> str | None:
+        return self.options.get("--telemetry")
+
+    def state_dir(self) -> Path:
+        """The state folder this command's hook uses (the installer's default when unnamed)."""
+        named = self.options.get("--state-dir")
+        if named:
+            return Path(named)
+        from tool_failure_guard.hooks.state import default_state_dir
+
+        return default_state_dir(self.cli)
 
 
-def own_command_pattern(cli: str) -> re.Pattern[str]:
-    """What this project's command for ``cli`` looks like (``tool-failure-guard … hook <cli>``)."""
-    return re.compile(rf"{re.escape(EXECUTABLE_NAME)}\S*['\"]?\s+hook\s+{re.escape(cli)}(\s|$)")
+def parse_command(command: str) -> InstalledCommand | None:
+    """``command`` read as one the installer writes, or None when it is anything else."""
+    try:
+        argv = shlex.split(command)
+    except ValueError:
+        return None
+    if len(argv) < 3 or os.path.basename(argv[0]) != EXECUTABLE_NAME:
+        return None
+    if argv[1] != "hook" or argv[2] not in HOOK_CLIS:
+        return None
+    options: dict[str, str] = {}
+    rest = argv[3:]
+    while rest:
+        name, equals, value = rest.pop(0).partition("=")
+        if name not in HOOK_OPTIONS or name in options or (not equals and not rest):
+            return None
+        options[name] = value if equals else rest.pop(0)
+    return InstalledCommand(executable=argv[0], cli=argv[2], options=options)
 
 
 def running_executable() -> str:
@@ -64,17 +150,24 @@ def running_executable() -> str:
 def hook_command(
     cli: str,
     *,
-    mode: str,
+    mode: str | None,
     executable: str,
+    scope: str | None = None,
     state_dir: Path | None = None,
     telemetry: str | None = None,
+    environment: str | None = None,
 ) -> str:
-    """The command a CLI runs: ``EXE hook CLI --mode MODE [--state-dir D] [--telemetry T]``."""
-    argv = [executable, "hook", cli, "--mode", mode]
-    if state_dir is not None:
-        argv += ["--state-dir", str(state_dir)]
-    if telemetry is not None:
-        argv += ["--telemetry", telemetry]
+    """``EXE hook CLI [--scope S] [--mode M] [--state-dir D] [--telemetry T] [--environment E]``."""
+    argv = [executable, "hook", cli]
+    for name, value in (
+        ("--scope", scope),
+        ("--mode", mode),
+        ("--state-dir", None if state_dir is None else str(state_dir)),
+        ("--telemetry", telemetry),
+        ("--environment", environment),
+    ):
+        if value is not None:
+            argv += [name, value]
     return shlex.join(argv)
 
 
@@ -90,73 +183,53 @@ def claude_style_entries(
     return entries
 
 
-def read_settings(path: Path) -> dict[str, Any]:
-    """The settings object in ``path`` ({} when it does not exist), or a :class:`SettingsError`."""
-    try:
-        with path.open("rb") as stream:
-            data = stream.read(MAX_SETTINGS_BYTES + 1)
-    except FileNotFoundError:
-        return {}
-    if len(data) > MAX_SETTINGS_BYTES:
-        raise SettingsError(f"{path} is larger than {MAX_SETTINGS_BYTES} bytes; left untouched")
-    if not data.strip():
-        return {}
-    try:
-        value = json.loads(data)
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise SettingsError(f"{path} is not JSON ({error}); left untouched") from None
-    if not isinstance(value, dict):
-        raise SettingsError(
-            f"{path} holds a JSON {type(value).__name__}, not an object; left untouched"
-        )
-    hooks = value.get("hooks")
-    if hooks is not None and not isinstance(hooks, dict):
-        raise SettingsError(f"{path}: 'hooks' is not a JSON object; left untouched")
-    for event, groups in (hooks or {}).items():
-        if not isinstance(groups, list):
-            raise SettingsError(f"{path}: hooks.{event} is not a list; left untouched")
-    return value
+def _handlers(settings: Mapping[str, Any]) -> Iterator[Any]:
+    hooks = settings.get("hooks")
+    for groups in (hooks or {}).values() if isinstance(hooks, dict) else ():
+        for group in groups if isinstance(groups, list) else ():
+            if isinstance(group, dict) and isinstance(group.get("hooks"), list):
+                yield from group["hooks"]
+            else:
+                yield group
 
 
-def _without_own(groups: list[Any], own: Callable[[str], bool]) -> list[Any]:
+def installed_commands(settings: Mapping[str, Any], cli: str) -> list[InstalledCommand]:
+    """This project's commands for ``cli`` in ``settings``, in the file's order."""
+    found = []
+    for handler in _handlers(settings):
+        command = handler.get("command") if isinstance(handler, dict) else None
+        parsed = parse_command(command) if isinstance(command, str) else None
+        if parsed is not None and parsed.cli == cli:
+            found.append(parsed)
+    return found
+
+
+def _owned_by(cli: str) -> Callable[[Any], bool]:
+    def own(handler: Any) -> bool:
+        command = handler.get("command") if isinstance(handler, dict) else None
+        parsed = parse_command(command) if isinstance(command, str) else None
+        return parsed is not None and parsed.cli == cli
+
+    return own
+
+
+def _without_own(groups: list[Any], own: Callable[[Any], bool]) -> list[Any]:
     """``groups`` without this project's commands (a group left empty goes too)."""
     kept: list[Any] = []
     for group in groups:
         if isinstance(group, dict) and isinstance(group.get("hooks"), list):
-            handlers = [h for h in group["hooks"] if not _is_own(h, own)]
+            handlers = [h for h in group["hooks"] if not own(h)]
             if len(handlers) != len(group["hooks"]):
                 if handlers:
                     kept.append({**group, "hooks": handlers})
                 continue
-        elif _is_own(group, own):
+        elif own(group):
             continue
         kept.append(group)
     return kept
 
 
-def _is_own(handler: Any, own: Callable[[str], bool]) -> bool:
-    if not isinstance(handler, dict):
-        return False
-    return any(
-        isinstance(handler.get(key), str) and own(handler[key]) for key in ("command", "bash")
-    )
-
-
-def merged(
-    settings: Mapping[str, Any],
-    entries: Mapping[str, list[dict[str, Any]]],
-    own: Callable[[str], bool],
-) -> dict[str, Any]:
-    """``settings`` with this project's old entries replaced by ``entries``, all else kept."""
-    result = removed(settings, own)
-    hooks: dict[str, Any] = dict(result.get("hooks") or {})
-    for event, groups in entries.items():
-        hooks[event] = [*hooks.get(event, []), *groups]
-    result["hooks"] = hooks
-    return result
-
-
-def removed(settings: Mapping[str, Any], own: Callable[[str], bool]) -> dict[str, Any]:
+def removed(settings: Mapping[str, Any], own: Callable[[Any], bool]) -> dict[str, Any]:
     """``settings`` without this project's entries (an event left empty is dropped)."""
     result = dict(settings)
     hooks = settings.get("hooks")
@@ -167,49 +240,78 @@ def removed(settings: Mapping[str, Any], own: Callable[[str], bool]) -> dict[str
         left = _without_own(groups, own) if isinstance(groups, list) else groups
         if left != [] or groups == []:
             kept[event] = left
-    if kept or "hooks" in settings:
-        result["hooks"] = kept
+    result["hooks"] = kept
     return result
 
 
-def write_settings(path: Path, settings: Mapping[str, Any], *, default_mode: int = 0o644) -> None:
-    """Write ``settings`` atomically (temp file beside it, then rename), keeping its mode."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        mode = stat.S_IMODE(path.stat().st_mode)
-    except FileNotFoundError:
-        mode = default_mode
-    text = json.dumps(settings, indent=2, ensure_ascii=False) + "\n"
-    fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as stream:
-            os.fchmod(stream.fileno(), mode)
-            stream.write(text)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(temp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
-        raise
+def merged(
+    settings: Mapping[str, Any],
+    entries: Mapping[str, list[dict[str, Any]]],
+    own: Callable[[Any], bool],
+) -> dict[str, Any]:
+    """``settings`` with this project's old entries replaced by ``entries``, all else kept."""
+    result = removed(settings, own)
+    hooks: dict[str, Any] = dict(result.get("hooks") or {})
+    for event, groups in entries.items():
+        hooks[event] = [*hooks.get(event, []), *groups]
+    result["hooks"] = hooks
+    return result
 
 
-def pinned(settings: Mapping[str, Any], values: Mapping[str, Any]) -> dict[str, Any]:
-    """``settings`` with ``values`` set, nested objects merged key by key (all else kept).
+KeyPath = tuple[str, ...]
 
-    What a CLI needs beside the entries for its hooks to run at that scope
-    (Qwen Code: ``disableAllHooks: false``; Gemini CLI: ``hooksConfig.enabled: true``).
-    """
-    result = dict(settings)
-    for key, value in values.items():
-        inner = result.get(key)
-        if isinstance(value, Mapping) and isinstance(inner, Mapping):
-            result[key] = pinned(inner, value)
-        elif isinstance(value, Mapping):
-            result[key] = pinned({}, value)
+
+def pin_missing(
+    settings: dict[str, Any], pin: Mapping[str, Any], prefix: KeyPath = ()
+) -> tuple[list[tuple[KeyPath, Any]], list[tuple[KeyPath, Any, Any]]]:
+    """Set in ``settings`` (in place) each key of ``pin`` it lacks; what was added, and
+    each (key path, value found, value wanted) left as the user set it."""
+    added: list[tuple[KeyPath, Any]] = []
+    kept: list[tuple[KeyPath, Any, Any]] = []
+    for key, value in pin.items():
+        path = (*prefix, key)
+        if key not in settings:
+            settings[key] = copy.deepcopy(value)
+            added.append((path, copy.deepcopy(value)))
+        elif isinstance(value, Mapping) and isinstance(settings[key], dict):
+            inner = dict(settings[key])
+            more, left = pin_missing(inner, value, path)
+            settings[key] = inner
+            added += more
+            kept += left
+        elif settings[key] != value:
+            kept.append((path, settings[key], value))
+    return added, kept
+
+
+def _drop_added(settings: dict[str, Any], path: KeyPath, value: Any) -> None:
+    """Remove the key at ``path`` when it still holds ``value`` (objects it leaves empty go)."""
+    parents = [settings]
+    for key in path[:-1]:
+        inner = parents[-1].get(key)
+        if not isinstance(inner, dict):
+            return
+        parents.append(dict(inner))
+    if path[-1] not in parents[-1] or parents[-1][path[-1]] != value:
+        return
+    del parents[-1][path[-1]]
+    for depth in range(len(path) - 1, 0, -1):
+        if parents[depth]:
+            parents[depth - 1][path[depth - 1]] = parents[depth]
         else:
-            result[key] = value
-    return result
+            del parents[depth - 1][path[depth - 1]]
+
+
+def dotted(path: KeyPath) -> str:
+    return ".".join(path)
+
+
+@attrs.frozen
+class Installed:
+    """What :func:`install` did: the file written (a link's target), warnings to show."""
+
+    target: Path
+    warnings: tuple[str, ...] = ()
 
 
 def install(
@@ -218,25 +320,110 @@ def install(
     cli: str,
     *,
     pin: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
-    """Merge ``entries`` (and ``pin``: :func:`pinned`) into the settings at ``path``
-    (idempotent); the settings written."""
-    pattern = own_command_pattern(cli)
-    settings = merged(read_settings(path), entries, lambda c: pattern.search(c) is not None)
+) -> Installed:
+    """Merge ``entries`` (and ``pin``'s missing keys) into the settings at ``path``
+    (idempotent), and record what changed in the new command's state folder."""
+    target = target_of(path)
+    data = read_bytes(target)
+    settings = parse_settings(data, path)
+    own = _owned_by(cli)
+    old_dirs = _unique(command.state_dir() for command in installed_commands(settings, cli))
+    previous = next(
+        (r for r in (load_record(d, cli, target) for d in old_dirs) if r is not None), None
+    )
+    result = merged(settings, entries, own)
+    added = list(previous.added) if previous is not None else []
+    warnings = []
     if pin:
-        settings = pinned(settings, pin)
-    write_settings(path, settings)
-    return settings
+        more, kept = pin_missing(result, pin)
+        added += [item for item in more if item[0] not in {p for p, _ in added}]
+        for key_path, found, wanted in kept:
+            warnings.append(
+                f"{path} sets {dotted(key_path)} to {_json(found)}; left as it is, but the "
+                f"hooks at this scope run only with {_json(wanted)} there"
+            )
+    text = settings_text(result).encode("utf-8")
+    created = write_bytes(target, text) if text != data else []
+    if previous is not None:
+        before, hooks_added = previous.before, previous.hooks_added
+        folders = previous.created_folders
+    else:
+        # entries from an install that kept no record: "before" is the file without them
+        before = data if not old_dirs else settings_text(removed(settings, own)).encode()
+        hooks_added, folders = "hooks" not in settings, tuple(str(f) for f in created)
+    record = InstallRecord(
+        cli=cli,
+        settings=str(target),
+        before=before,
+        written=digest(text),
+        added=tuple(added),
+        hooks_added=hooks_added,
+        created_folders=folders,
+    )
+    new_dirs = _unique(command.state_dir() for command in installed_commands(result, cli))
+    for directory in new_dirs:
+        save_record(directory, record)
+    for directory in old_dirs:
+        if directory not in new_dirs:
+            drop_record(directory, cli, target)
+    return Installed(target=target, warnings=tuple(warnings))
 
 
-def uninstall(path: Path, cli: str) -> bool:
-    """Remove this project's entries for ``cli`` from ``path``; False when there were none."""
-    if not path.exists():
-        return False
-    pattern = own_command_pattern(cli)
-    before = read_settings(path)
-    after = removed(before, lambda c: pattern.search(c) is not None)
-    if after == before:
-        return False
-    write_settings(path, after)
-    return True
+@attrs.frozen
+class Uninstalled:
+    """What :func:`uninstall` did: whether it removed anything, the commands it removed."""
+
+    changed: bool
+    commands: tuple[InstalledCommand, ...] = ()
+    restored: bool = False  #: the file given back byte for byte (or removed: it created it)
+
+    def state_dirs(self) -> list[Path]:
+        return _unique(command.state_dir() for command in self.commands)
+
+
+def uninstall(path: Path, cli: str) -> Uninstalled:
+    """Remove this project's entries for ``cli`` from ``path``, and the keys it added."""
+    target = target_of(path)
+    data = read_bytes(target)
+    if data is None:
+        return Uninstalled(changed=False)
+    settings = parse_settings(data, path)
+    commands = tuple(installed_commands(settings, cli))
+    if not commands:
+        return Uninstalled(changed=False)
+    done = Uninstalled(changed=True, commands=commands)
+    dirs = done.state_dirs()
+    record = next((r for r in (load_record(d, cli, target) for d in dirs) if r is not None), None)
+    restored = record is not None and digest(data) == record.written
+    if record is not None and restored:
+        if record.before is None:
+            remove_file(target, list(record.created_folders))
+        else:
+            write_bytes(target, record.before)
+    else:
+        result = removed(settings, _owned_by(cli))
+        for key_path, value in record.added if record is not None else ():
+            _drop_added(result, key_path, value)
+        if record is not None and record.hooks_added and result.get("hooks") == {}:
+            del result["hooks"]
+        if record is not None and record.before is None and not result:
+            remove_file(target, list(record.created_folders))
+        else:
+            write_bytes(target, settings_text(result).encode("utf-8"))
+    for directory in dirs:
+        drop_record(directory, cli, target)
+    return attrs.evolve(done, restored=restored)
+
+
+def _unique(paths: Iterator[Path] | Sequence[Path]) -> list[Path]:
+    seen: list[Path] = []
+    for path in paths:
+        if path not in seen:
+            seen.append(path)
+    return seen
+
+
+def _json(value: Any) -> str:
+    import json
+
+    return json.dumps(value)

@@ -11,6 +11,7 @@ Telemetry never changes an answer: a failing sink is logged and ignored.
 from __future__ import annotations
 
 import logging
+import os
 from typing import Final
 
 from tool_failure_guard.core import Stop
@@ -27,11 +28,39 @@ LOGGER: Final = logging.getLogger("tool_failure_guard.hooks")
 NO_TOOL_CALL_CAP: Final = 0
 
 
+def resource_attributes(environment: str | None) -> dict[str, str]:
+    """What a rollout needs in the Resource that no variable can bring to a hook (Claude Code
+    gives a hook no ``OTEL_*``): the install's ``--environment`` as ``deployment.environment``,
+    and ``enduser.pseudo.id``: a digest of the host and the effective user's name (the same
+    for every hook of that user there, and naming neither)."""
+    if environment is None:
+        return {}
+    import hashlib
+    import pwd
+    import socket
+
+    try:
+        user = pwd.getpwuid(os.geteuid()).pw_name
+    except KeyError:
+        user = str(os.geteuid())
+    seen = f"{socket.gethostname()}\0{user}".encode("utf-8", "surrogateescape")
+    return {
+        "deployment.environment": environment,
+        "enduser.pseudo.id": "hook-" + hashlib.sha256(seen).hexdigest()[:16],
+    }
+
+
 def report_event(
-    spec: str, *, route: str, session: PromptSession, handled: Handled, wall_time_s: float
+    spec: str,
+    *,
+    route: str,
+    session: PromptSession,
+    handled: Handled,
+    wall_time_s: float,
+    environment: str | None = None,
 ) -> None:
     """Build the sink ``spec`` names, report one event through it, flush and shut it down."""
-    telemetry = build_telemetry(spec)
+    telemetry = build_telemetry(spec, resource_attributes=resource_attributes(environment))
     try:
         report_handled(
             telemetry, route=route, session=session, handled=handled, wall_time_s=wall_time_s

@@ -58,7 +58,7 @@ MODES: Final = ("off", "shadow", "warn", "enforce")
 class HookOptions:
     """What the installed command line says: the mode, the state folder, the telemetry."""
 
-    __slots__ = ("cli", "mode", "state_dir", "telemetry")
+    __slots__ = ("cli", "environment", "mode", "state_dir", "telemetry")
 
     def __init__(
         self,
@@ -67,6 +67,7 @@ class HookOptions:
         mode: str = "shadow",
         state_dir: Path | None = None,
         telemetry: str | None = None,
+        environment: str | None = None,
     ) -> None:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
@@ -74,6 +75,8 @@ class HookOptions:
         self.mode = str(mode)
         self.state_dir = state_dir
         self.telemetry = telemetry  #: a ``--telemetry`` spec (``file:PATH``), or None
+        #: the telemetry's ``deployment.environment`` (``--environment``: no OTEL_* reaches a hook)
+        self.environment = environment
 
 
 def _say(cli: str, message: str, stderr: IO[str]) -> None:
@@ -153,6 +156,7 @@ def _handle(
                 session=session,
                 handled=handled,
                 wall_time_s=max(0.0, clock() - started) if isinstance(started, float) else 0.0,
+                environment=options.environment,
             )
         if request is not None:
             keep = done[len(done) - MAX_REMEMBERED_REQUESTS + 1 :]
@@ -170,12 +174,19 @@ def _is_request(item: Any) -> bool:
     )
 
 
-def main(cli: str, mode: str, state_dir: str | None, telemetry: str | None) -> int:
+def main(
+    cli: str,
+    mode: str,
+    state_dir: str | None,
+    telemetry: str | None,
+    environment: str | None = None,
+) -> int:
     """The ``tool-failure-guard hook <cli>`` entry: stdin, stdout, stderr of the process."""
     options = HookOptions(
         cli=cli,
         mode=mode,
         state_dir=Path(state_dir) if state_dir else None,
         telemetry=telemetry,
+        environment=environment,
     )
     return run_hook(options, sys.stdin.buffer, sys.stdout, sys.stderr)

@@ -24,17 +24,19 @@ TELEMETRY_KINDS = ("none", "console", "otlp")
 FILE_KIND_PREFIX: Final = "file:"
 
 
-def telemetry_resource() -> Resource:
+def telemetry_resource(given: Mapping[str, str] | None = None) -> Resource:
     """The OpenTelemetry Resource: SDK defaults, our service name/version, then the env.
 
     ``OTEL_RESOURCE_ATTRIBUTES`` and ``OTEL_SERVICE_NAME`` win over the
     defaults, so operators set ``deployment.environment`` there; the
-    runtime never invents a deployment environment.
+    runtime never invents a deployment environment.  ``given`` (what an
+    operator wrote where no variable reaches: a hook's command line) wins over both.
     """
     from opentelemetry.sdk.resources import OTELResourceDetector, Resource
 
     defaults = {"service.name": "tool-failure-guard", "service.version": package_version()}
-    return Resource.create(defaults).merge(OTELResourceDetector().detect())
+    resource = Resource.create(defaults).merge(OTELResourceDetector().detect())
+    return resource.merge(Resource(dict(given))) if given else resource
 
 
 _OTLP_PACKAGES: Final[Mapping[str, tuple[str, str, str]]] = {
@@ -87,7 +89,10 @@ def _otlp_exporter(signal: str, class_name: str) -> Any:
 
 
 def build_telemetry(
-    kind: str, *, product_analytics: ProductAnalytics | None = None
+    kind: str,
+    *,
+    product_analytics: ProductAnalytics | None = None,
+    resource_attributes: Mapping[str, str] | None = None,
 ) -> GuardTelemetry:
     """Build the sink named by ``kind`` (the values of ``agent --telemetry``).
 
@@ -126,7 +131,7 @@ def build_telemetry(
         PeriodicExportingMetricReader,
     )
 
-    resource = telemetry_resource()
+    resource = telemetry_resource(resource_attributes)
     if file_path is not None:
         from pathlib import Path
 
