@@ -119,3 +119,9 @@ def configure(cli: str, *, mode: str | None, executable: str | None) -> Path:
             stream.write(text)
         os.replace(temp, path)
     return written
+
+
+def config_where_text() -> str:
+    """Where the operator's config is, for a message."""
+    path = config_path()
+    return "(the effective user has no home)" if path is None else path

@@ -90,6 +90,7 @@ class InstalledCommand:
     executable: str
     cli: str
     options: Mapping[str, str]
+    text: str = ""  #: the command line as written
 
     @property
     def mode(self) -> str | None:
@@ -130,7 +131,7 @@ def parse_command(command: str) -> InstalledCommand | None:
         if name not in HOOK_OPTIONS or name in options or (not equals and not rest):
             return None
         options[name] = value if equals else rest.pop(0)
-    return InstalledCommand(executable=argv[0], cli=argv[2], options=options)
+    return InstalledCommand(executable=argv[0], cli=argv[2], options=options, text=command)
 
 
 def running_executable() -> str:

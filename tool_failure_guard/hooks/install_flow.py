@@ -101,10 +101,7 @@ def install_main(
 
 def _other_installs(cli: str, path: Path) -> list[str]:
     """Where else the guard reaches ``cli`` (each as status names it), ``path`` left out."""
-    try:
-        from tool_failure_guard.hooks.status import find_installs
-    except ImportError:  # status not part of this tree
-        return []
+    from tool_failure_guard.hooks.installs_found import find_installs
     from tool_failure_guard.hooks.settings_file import target_of
 
     target = target_of(path)
