@@ -30,6 +30,8 @@ CONFIG_FOLDER: Final = ".config/tool-failure-guard"
 CONFIG_NAME: Final = "hooks.json"
 #: The file the plugin's launcher reads: the path of the executable, one line.
 EXECUTABLE_NAME_FILE: Final = "executable"
+#: Beside the home: the plugin's launcher said once that it found no executable.
+MISSING_MARKER: Final = ".cache/tool-failure-guard/plugin-missing-executable"
 #: The mode of a hook command without ``--mode`` when nothing is configured.
 DEFAULT_MODE: Final = "shadow"
 #: The most bytes of the config read.
@@ -118,6 +120,12 @@ def configure(cli: str, *, mode: str | None, executable: str | None) -> Path:
             os.fchmod(stream.fileno(), 0o644)
             stream.write(text)
         os.replace(temp, path)
+    home = operator_home()
+    if executable is not None and home is not None:  # the plugin's "said once" starts over
+        try:
+            os.unlink(os.path.join(home, MISSING_MARKER))
+        except OSError:
+            pass
     return written
 
 
