@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from agent_clis import AgentUnavailable, claude_binary, require
+from agent_clis import CLAUDE_VERSIONS, claude_binary, require
 from agent_fakes.anthropic_messages import FakeAnthropic, serve_anthropic
 from agent_fakes.script import Turn
 from claude_hook_harness import Run
@@ -27,25 +27,13 @@ from transcript_capture import claude_command, claude_env
 
 ROOT = Path(__file__).resolve().parent.parent
 PLUGIN = "tool-failure-guard@tool-failure-guard"
-#: The pinned Claude Code versions (2.1.337: the npm alias ``claude-code-2.1.337``).
-VERSIONS = ("2.1.197", "2.1.337")
+#: The pinned Claude Code versions.
+VERSIONS = CLAUDE_VERSIONS
 
 
 def claude_at(version: str) -> Path:
     """The pinned Claude Code ``version``'s binary (AgentUnavailable: not installed here)."""
-    try:
-        return claude_binary(version=version)  # type: ignore[call-arg]
-    except TypeError:  # agent_clis without versions: 2.1.197 only, the newer by its alias
-        if version == "2.1.197":
-            return claude_binary()
-    package = ROOT / ".agents" / "node_modules" / f"claude-code-{version}"
-    manifest = package / "package.json"
-    if not manifest.is_file():
-        raise AgentUnavailable(f"Claude Code {version} is not installed in {package}")
-    found = json.loads(manifest.read_text(encoding="utf-8")).get("version")
-    if found != version:
-        raise AgentUnavailable(f"{package} holds Claude Code {found}, not {version}")
-    return package / "bin" / "claude.exe"
+    return claude_binary(version=version)
 
 
 def plugin_home(binary: Path, root: Path) -> tuple[Path, dict[str, str]]:

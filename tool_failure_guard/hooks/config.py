@@ -15,6 +15,7 @@ Read on the hook's own path: ``pwd``, ``os`` and ``json`` only.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import stat
@@ -122,10 +123,8 @@ def configure(cli: str, *, mode: str | None, executable: str | None) -> Path:
         os.replace(temp, path)
     home = operator_home()
     if executable is not None and home is not None:  # the plugin's "said once" starts over
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(os.path.join(home, MISSING_MARKER))
-        except OSError:
-            pass
     return written
 
 
