@@ -110,9 +110,11 @@ def install(
     scope: str | None = None,
     state_dir: Path,
     telemetry: str | None = None,
+    environment: str | None = None,
 ) -> None:
     target = ["--settings", str(settings)] if settings is not None else ["--scope", str(scope)]
     extra = ["--telemetry", telemetry] if telemetry else []
+    extra += ["--environment", environment] if environment else []
     subprocess.run(
         [
             str(EXECUTABLE),
@@ -141,6 +143,7 @@ def run_claude(
     managed: bool = False,
     project_settings: dict[str, Any] | None = None,
     telemetry: str | None = None,
+    environment: str | None = None,
     allowed: Sequence[str] = ("Read", "Bash"),
 ) -> Run:
     """One ``claude -p`` run with the hook in ``mode`` (None: no hook installed at all)."""
@@ -157,7 +160,11 @@ def run_claude(
         (ws / ".claude" / "settings.json").write_text(json.dumps(project_settings))
     if mode is not None and not managed:
         install(
-            mode, settings=home / ".claude" / "settings.json", state_dir=state, telemetry=telemetry
+            mode,
+            settings=home / ".claude" / "settings.json",
+            state_dir=state,
+            telemetry=telemetry,
+            environment=environment,
         )
     fake = FakeAnthropic(list(turns_of(ws)))
     with serve_anthropic(fake):

@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from agent_fakes.script import Turn
+from claude_hook_harness import read, run_claude
 
 from tool_failure_guard.commands.cli import main
 
@@ -101,3 +103,37 @@ def test_rollout_check_reads_what_the_hook_wrote(
     assert counts == (3, 3, 2, 1)
     violations = {name: inv["violations"] for name, inv in staging["invariants"].items()}
     assert violations == dict.fromkeys(staging["invariants"], 0)
+
+
+def _four_failing_reads(ws: Path) -> list[Turn]:
+    missing = str(ws / "missing.txt")
+    return [Turn(text="Reading.", calls=(read(missing),) * 4)] * 6
+
+
+def test_the_documented_install_gives_rollout_check_what_it_needs_end_to_end(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Claude Code gives a hook no OTEL_* variable: the install line carries the environment
+    sink = tmp_path / "hooks.jsonl"
+    for mode in ("shadow", "enforce"):
+        run = run_claude(
+            _four_failing_reads,
+            mode=mode,
+            base=tmp_path,
+            telemetry=f"file:{sink}",
+            environment="staging",
+        )
+        assert run.returncode == 0, run.stderr[-2000:]
+        assert "failing open" not in run.stderr
+    assert main(["rollout", "check", str(sink), "--json"]) in (0, 1)  # a verdict, not refused
+    result = json.loads(capsys.readouterr().out)
+    assert result["refused"] is False
+    staging = result["environments"]["staging"]
+    cohort = staging["cohorts"]["prompt-only"]
+    counts = (cohort["prompts"], cohort["would_warn"], cohort["would_stop"], cohort["stopped"])
+    assert counts == (2, 2, 1, 1)  # read as the hook-only records above are read
+    # the same install without --environment: rollout check refuses, naming what is missing
+    bare = tmp_path / "bare.jsonl"
+    run_claude(_four_failing_reads, mode="shadow", base=tmp_path, telemetry=f"file:{bare}")
+    assert main(["rollout", "check", str(bare), "--json"]) == 2
+    assert "deployment.environment" in capsys.readouterr().err
