@@ -41,6 +41,7 @@ from readme_frameworks import (
     check_pip_install,
     check_pydantic_ai,
 )
+from readme_hooks import check_coding_cli, check_coding_cli_plugin
 from test_acpx_e2e import require_acpx
 
 from tool_failure_guard.core.actions import shown_text
@@ -58,6 +59,8 @@ MARKER = re.compile(r"^<!-- readme-check: ([a-z-]+) -->$")
 NEEDS_A_REAL_MODEL = "real-model-server"
 #: The checks, each running the blocks of its names together.
 GROUPS: tuple[tuple[str, ...], ...] = (
+    ("coding-cli",),
+    ("coding-cli-plugin",),
     ("make",),
     ("pip-install",),
     ("first-agent",),
@@ -216,6 +219,14 @@ def test_make_block() -> None:
     assert plan.returncode == 0, plan.stderr
     for step in ("ruff check", "ruff format --check", "mypy --strict", "render --check", "pytest"):
         assert step in plan.stdout
+
+
+def test_coding_cli_block(tmp_path: Path) -> None:
+    check_coding_cli(block("coding-cli"), tmp_path)
+
+
+def test_coding_cli_plugin_block(tmp_path: Path) -> None:
+    check_coding_cli_plugin(block("coding-cli-plugin"), tmp_path)
 
 
 def test_pip_install_block(tmp_path: Path) -> None:
