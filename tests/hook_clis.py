@@ -154,8 +154,10 @@ def run_gemini(
     env: Mapping[str, str] | None = None,
     prompt: str = "Read missing.txt",
     base: Path | None = None,
+    setup: Callable[[Path, dict[str, str]], None] | None = None,
 ) -> Run:
-    """``gemini -p PROMPT --output-format stream-json --yolo`` in a fresh root.
+    """``gemini -p PROMPT --output-format stream-json --yolo`` in a fresh root
+    (``setup(script, env)`` runs first, in its environment: e.g. installing an extension).
 
     ``system`` goes to ``system_folder/settings.json`` (see :func:`secure_folder`);
     ``trusted`` lists the workspace in ``~/.gemini/trustedFolders.json`` (so its
@@ -187,6 +189,8 @@ def run_gemini(
         run_env.update(
             {"GOOGLE_GEMINI_BASE_URL": fake.base_url, "GEMINI_API_KEY": "fake-gemini-key"}
         )
+        if setup is not None:
+            setup(script, dict(run_env))
         run_env.update(env or {})
         argv = ["node", str(script), "-p", prompt, "--output-format", "stream-json"]
         done = _run([*argv, "--yolo", "-m", GEMINI_MODEL], cwd=ws, env=run_env)
@@ -233,8 +237,10 @@ def run_qwen(
     env: Mapping[str, str] | None = None,
     prompt: str = "Read missing.txt",
     base: Path | None = None,
+    setup: Callable[[Path, dict[str, str]], None] | None = None,
 ) -> Run:
-    """``qwen -p PROMPT --output-format stream-json --approval-mode yolo`` in a fresh root."""
+    """``qwen -p PROMPT --output-format stream-json --approval-mode yolo`` in a fresh root
+    (``setup(cli, env)`` runs first, in its environment: e.g. installing an extension)."""
     from openai_server import FakeOpenAI, serve
     from qwen_original import MODEL, cli_path, environment, settings
 
@@ -256,6 +262,8 @@ def run_qwen(
         run_env.update(_base_env(root))
         if system is not None:
             run_env["QWEN_CODE_SYSTEM_SETTINGS_PATH"] = str(root / "system" / "settings.json")
+        if setup is not None:
+            setup(cli, dict(run_env))
         run_env.update(env or {})
         argv = ["node", str(cli), "-p", prompt, "--output-format", "stream-json"]
         argv += ["--auth-type", "openai", "--approval-mode", "yolo", "-m", MODEL]
