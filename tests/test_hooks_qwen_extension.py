@@ -9,13 +9,14 @@ Code 0.24.4 copies the extension (the launcher's link followed) into
 
 from __future__ import annotations
 
+import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from hook_clis import run_qwen
-from hook_homes import EXE, ROOT, operator_config
+from hook_homes import EXE, ROOT, hook, operator_config
 from qwen_original import require_qwen
 from test_hooks_qwen_code import _reads, _result, reminders
 
@@ -63,3 +64,9 @@ def test_the_extension_runs_the_guard_in_the_operators_mode(
         assert _result(run)["result"] == ""
     state = run.root / "xdg-state" / "tool-failure-guard" / "hooks" / "qwen-code"
     assert any(p.suffix == ".json" for p in state.iterdir())  # it observed
+    env = dict(os.environ, HOME=str(run.root / "home"), XDG_STATE_HOME=str(state.parents[2]))
+    status = hook("status", "qwen-code", env=env, cwd=tmp_path)
+    extension = run.root / "home" / ".qwen" / "extensions" / "tool-failure-guard"
+    assert f"installed at extension: {extension}" in status.stdout, status.stdout
+    assert f"scope plugin, mode {mode or 'shadow'}" in status.stdout
+    assert "recent sessions:" in status.stdout

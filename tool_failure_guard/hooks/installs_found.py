@@ -111,6 +111,8 @@ def find_installs_and_problems(
             )
     if cli == "claude-code":
         found += claude_plugins()
+    elif cli in EXTENSION_FOLDERS:
+        found += extensions(cli)
     return found, problems
 
 
@@ -146,6 +148,38 @@ def claude_plugins() -> list[FoundInstall]:
             )
         )
     return found
+
+
+#: Where Qwen Code and Gemini CLI keep an installed extension of this project.
+EXTENSION_FOLDERS: Final = {
+    "qwen-code": "~/.qwen/extensions/tool-failure-guard",
+    "gemini-cli": "~/.gemini/extensions/tool-failure-guard",
+}
+
+
+def extensions(cli: str) -> list[FoundInstall]:
+    """This project's extension for ``cli`` where the user installed it."""
+    folder = Path(os.path.expanduser(EXTENSION_FOLDERS[cli]))
+    try:
+        hooks = (folder / "hooks" / "hooks.json").read_text(encoding="utf-8")[:65536]
+    except (OSError, UnicodeDecodeError):
+        return []
+    if f'tool-failure-guard-hook\\" {cli}' not in hooks:
+        return []
+    from tool_failure_guard.hooks.state import default_state_dir
+
+    return [
+        FoundInstall(
+            cli=cli,
+            scope="plugin",
+            where=f"extension: {folder}",
+            path=None,
+            command=f"{folder}/bin/tool-failure-guard-hook {cli}",
+            mode=configured_mode(cli),
+            executable=plugin_executable(None),
+            state_dir=default_state_dir(cli),
+        )
+    ]
 
 
 def _installed_plugins(home: Path) -> dict[str, str]:
