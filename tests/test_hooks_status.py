@@ -77,6 +77,10 @@ def test_a_moved_venv_is_a_problem(tmp_path: Path) -> None:
     status = hook("status", "claude-code", env=env, cwd=tmp_path)
     assert status.returncode == 1
     assert f"{venv / 'tool-failure-guard'} is missing or cannot run" in status.stdout
+    # uninstall needs no working copy of the moved program: any venv of the guard removes it
+    done = hook("uninstall", "claude-code", "--scope", "user", env=env)
+    assert done.returncode == 0 and "removed" in done.stdout
+    assert not (tmp_path / "home" / ".claude" / "settings.json").exists()
 
 
 def test_telemetry_without_its_extra_is_refused_at_install_and_flagged_by_status(
