@@ -107,8 +107,8 @@ def configure(cli: str, *, mode: str | None, executable: str | None) -> Path:
     os.makedirs(folder, mode=0o700, exist_ok=True)
     config = read_config()
     if mode is not None:
-        entry = config.get(cli) if isinstance(config.get(cli), dict) else {}
-        config[cli] = {**entry, "mode": mode}
+        entry = config.get(cli)
+        config[cli] = {**(entry if isinstance(entry, dict) else {}), "mode": mode}
     if executable is not None:
         config["executable"] = executable
     written = Path(folder) / CONFIG_NAME
