@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -16,6 +16,7 @@ from tool_failure_guard.hooks import install as installer
 from tool_failure_guard.hooks.claude_code import MANAGED_SETTINGS
 
 EXE = Path(sys.executable).parent / "tool-failure-guard"
+ROOT = Path(__file__).resolve().parent.parent
 
 # -- install / uninstall -----------------------------------------------------------------------
 
@@ -249,20 +250,39 @@ def test_gemini_cli_adds_only_the_missing_hooks_config_key(tmp_path: Path) -> No
     assert path.read_text() == text
 
 
+def _worker(state: Path, package_root: Path) -> subprocess.Popen[bytes]:
+    """A real warm worker of ``state`` serving the package at ``package_root``."""
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "tool_failure_guard.hooks.worker", "--state-dir", str(state),
+         "--idle-s", "120"],
+        env=dict(os.environ, PYTHONPATH=str(package_root)),
+        cwd=package_root,  # `-m` puts the working folder first on the import path
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    deadline = time.monotonic() + 30
+    while not any(p.name.endswith(".sock") for p in state.iterdir()):
+        assert time.monotonic() < deadline and worker.poll() is None, "no worker socket"
+        time.sleep(0.1)
+    return worker
+
+
 def test_uninstall_stops_the_installs_worker_and_purge_removes_only_the_guards_files(
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "s.json"
     state = tmp_path / "st"
     assert _cli("install", "claude-code", "--settings", str(path), "--state-dir", str(state))
-    # a warm worker's socket (a worker whose socket is gone exits) and a session's state
-    listener = socket.socket(socket.AF_UNIX)
-    listener.bind(str(state / "worker-abc.sock"))
-    (state / "s1.json").write_text('{"version": 3, "state": {}}')
-    done = _cli("uninstall", "claude-code", "--settings", str(path))
-    assert f"the state folder {state} is kept (`--purge` removes it)" in done.stdout
-    assert not (state / "worker-abc.sock").exists() and (state / "s1.json").exists()
-    listener.close()
+    worker = _worker(state, ROOT)
+    try:
+        (state / "s1.json").write_text('{"version": 3, "state": {}}')
+        done = _cli("uninstall", "claude-code", "--settings", str(path))
+        assert f"the state folder {state} is kept (`--purge` removes it)" in done.stdout
+        assert "stopped 1 warm worker(s)" in done.stdout
+        worker.wait(timeout=30)  # it ends: its socket is gone (or it was retired)
+    finally:
+        worker.kill()
+        worker.wait()
+    assert (state / "s1.json").exists()
     _cli("install", "claude-code", "--settings", str(path), "--state-dir", str(state))
     (state / "notes.txt").write_text("mine")  # not the guard's: never removed
     done = _cli("uninstall", "claude-code", "--settings", str(path), "--purge")

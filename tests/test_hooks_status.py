@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from hook_homes import EXE, home_env, hook, lean_executable, no_managed_install
+from hook_homes import EXE, ROOT, home_env, hook, lean_executable, no_managed_install
 
 
 @pytest.fixture(autouse=True)
@@ -106,3 +106,24 @@ def test_telemetry_without_its_extra_is_refused_at_install_and_flagged_by_status
         "--telemetry is configured but" in status.stdout
         and "lacks the 'telemetry'" in status.stdout
     )
+
+
+def test_a_stale_worker_is_a_problem(tmp_path: Path) -> None:
+    from test_hooks_install import _worker
+
+    env = home_env(tmp_path)
+    assert hook("install", "claude-code", "--scope", "user", env=env).returncode == 0
+    state = tmp_path / "state" / "tool-failure-guard" / "hooks" / "claude-code"
+    # a worker still serving an older copy of the package (as after an upgrade)
+    old = tmp_path / "old"
+    shutil.copytree(ROOT / "tool_failure_guard", old / "tool_failure_guard",
+                    ignore=shutil.ignore_patterns("__pycache__"))  # fmt: skip
+    worker = _worker(state, old)
+    try:
+        status = hook("status", "claude-code", env=env, cwd=tmp_path)
+    finally:
+        worker.kill()
+        worker.wait()
+    assert status.returncode == 1, status.stdout
+    assert f"worker pid {worker.pid}: running" in status.stdout
+    assert f"a stale worker (pid {worker.pid}) serves {state}" in status.stdout
