@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -151,3 +152,29 @@ def test_without_an_executable_the_plugin_fails_open_with_one_line_once(
         assert not marker.exists()
     finally:
         marker.unlink(missing_ok=True)
+
+
+_PLUGIN_PER_CALL = """
+import io, json, sys
+from tool_failure_guard.commands.cli import main
+payload = {"hook_event_name": "PostToolUseFailure", "session_id": "s", "prompt_id": "p",
+           "tool_use_id": "a", "tool_name": "Read", "error": "File does not exist.",
+           "is_interrupt": False}
+sys.stdin = io.TextIOWrapper(io.BytesIO(json.dumps(payload).encode()))
+assert main(["hook", "claude-code", "--scope", "plugin", "--state-dir", sys.argv[1]]) == 0
+heavy = ("attr", "attrs", "typing", "argparse", "tool_failure_guard.core",
+         "tool_failure_guard.guard", "tool_failure_guard.agent_outcomes")
+print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] in heavy
+                        or any(m.startswith(h + ".") for h in heavy))))
+"""
+
+
+def test_reading_the_operators_mode_keeps_the_per_call_event_light(tmp_path: Path) -> None:
+    # the plugin's command names no mode: the config is read on every event (docs: Cost)
+    done = subprocess.run(
+        [sys.executable, "-c", _PLUGIN_PER_CALL, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert json.loads(done.stdout.splitlines()[-1]) == []
