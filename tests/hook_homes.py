@@ -19,7 +19,12 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from tool_failure_guard.hooks.config import CONFIG_NAME, EXECUTABLE_NAME_FILE, config_folder
+from tool_failure_guard.hooks.config import (
+    CONFIG_NAME,
+    EXECUTABLE_NAME_FILE,
+    OWNER_ID_NAME,
+    config_folder,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 EXE = Path(sys.executable).parent / "tool-failure-guard"
@@ -73,7 +78,7 @@ def operator_config() -> Iterator[Path]:
     """The operator's config folder for the block (what was there is restored after it)."""
     folder = config_folder()
     assert folder is not None
-    files = [Path(folder) / CONFIG_NAME, Path(folder) / EXECUTABLE_NAME_FILE]
+    files = [Path(folder) / name for name in (CONFIG_NAME, EXECUTABLE_NAME_FILE, OWNER_ID_NAME)]
     existed = Path(folder).exists()
     with _locked(CONFIG_LOCK, files):
         for path in files:

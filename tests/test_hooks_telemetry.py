@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from agent_fakes.script import Turn
 from claude_hook_harness import read, run_claude
+from hook_homes import operator_config
 
 from tool_failure_guard.commands.cli import main
 
@@ -110,9 +111,25 @@ def _four_failing_reads(ws: Path) -> list[Turn]:
     return [Turn(text="Reading.", calls=(read(missing),) * 4)] * 6
 
 
+def _resource_values(sink: Path, key: str) -> set[str]:
+    return {
+        attribute["value"]["stringValue"]
+        for line in sink.read_text().splitlines()
+        for resource in json.loads(line).get("resourceMetrics", [])
+        + json.loads(line).get("resourceLogs", [])
+        for attribute in resource["resource"]["attributes"]
+        if attribute["key"] == key
+    }
+
+
 def test_the_documented_install_gives_rollout_check_what_it_needs_end_to_end(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    with operator_config() as folder:  # the owner id is made there, once
+        _end_to_end(tmp_path, capsys, folder)
+
+
+def _end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str], folder: Path) -> None:
     # Claude Code gives a hook no OTEL_* variable: the install line carries the environment
     sink = tmp_path / "hooks.jsonl"
     for mode in ("shadow", "enforce"):
@@ -125,6 +142,11 @@ def test_the_documented_install_gives_rollout_check_what_it_needs_end_to_end(
         )
         assert run.returncode == 0, run.stderr[-2000:]
         assert "failing open" not in run.stderr
+    # the owner: one random id for this user, kept in the operator's config folder
+    owner = (folder / "owner-id").read_text().strip()
+    assert owner.startswith("hook-") and len(owner) == len("hook-") + 16
+    assert _resource_values(sink, "enduser.pseudo.id") == {owner}
+    assert _resource_values(sink, "deployment.environment") == {"staging"}
     assert main(["rollout", "check", str(sink), "--json"]) in (0, 1)  # a verdict, not refused
     result = json.loads(capsys.readouterr().out)
     assert result["refused"] is False

@@ -132,3 +132,46 @@ def config_where_text() -> str:
     """Where the operator's config is, for a message."""
     path = config_path()
     return "(the effective user has no home)" if path is None else path
+
+
+#: Beside the config: the effective user's pseudonymous owner id for telemetry (random).
+OWNER_ID_NAME: Final = "owner-id"
+
+
+def owner_id() -> str | None:
+    """The effective user's ``enduser.pseudo.id``: a random value made once and kept in the
+    config folder (never derived from a login or a host name); None without a home."""
+    folder = config_folder()
+    if folder is None:
+        return None
+    path = os.path.join(folder, OWNER_ID_NAME)
+    for _ in range(2):
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except FileNotFoundError:
+            _make_owner_id(folder, path)
+            continue
+        except OSError:
+            return None
+        try:
+            text = os.read(fd, 128).decode("ascii", "replace").strip()
+        finally:
+            os.close(fd)
+        return text if text.startswith("hook-") and text[5:].isalnum() else None
+    return None
+
+
+def _make_owner_id(folder: str, path: str) -> None:
+    """Create the id whole, or leave the one a concurrent hook created (link: no overwrite)."""
+    import secrets
+    import tempfile
+
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    fd, temp = tempfile.mkstemp(prefix=".owner-id.", dir=folder)
+    try:
+        os.write(fd, f"hook-{secrets.token_hex(8)}\n".encode("ascii"))
+        os.close(fd)
+        with contextlib.suppress(FileExistsError):
+            os.link(temp, path)
+    finally:
+        os.unlink(temp)

@@ -11,7 +11,6 @@ Telemetry never changes an answer: a failing sink is logged and ignored.
 from __future__ import annotations
 
 import logging
-import os
 from typing import Final
 
 from tool_failure_guard.core import Stop
@@ -31,23 +30,17 @@ NO_TOOL_CALL_CAP: Final = 0
 def resource_attributes(environment: str | None) -> dict[str, str]:
     """What a rollout needs in the Resource that no variable can bring to a hook (Claude Code
     gives a hook no ``OTEL_*``): the install's ``--environment`` as ``deployment.environment``,
-    and ``enduser.pseudo.id``: a digest of the host and the effective user's name (the same
-    for every hook of that user there, and naming neither)."""
+    and ``enduser.pseudo.id``: the effective user's random owner id, made once and kept in the
+    operator's config folder (:func:`tool_failure_guard.hooks.config.owner_id`)."""
     if environment is None:
         return {}
-    import hashlib
-    import pwd
-    import socket
+    from tool_failure_guard.hooks.config import owner_id
 
-    try:
-        user = pwd.getpwuid(os.geteuid()).pw_name
-    except KeyError:
-        user = str(os.geteuid())
-    seen = f"{socket.gethostname()}\0{user}".encode("utf-8", "surrogateescape")
-    return {
-        "deployment.environment": environment,
-        "enduser.pseudo.id": "hook-" + hashlib.sha256(seen).hexdigest()[:16],
-    }
+    attributes = {"deployment.environment": environment}
+    owner = owner_id()
+    if owner is not None:
+        attributes["enduser.pseudo.id"] = owner
+    return attributes
 
 
 def report_event(
