@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from agent_clis import claude_binary, require
-from hook_homes import EXE, home_env, operator_config
+from hook_homes import EXE, home_env, no_managed_install, operator_config
 from readme_frameworks import SOURCES
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -66,11 +66,12 @@ def check_coding_cli(text: str, tmp_path: Path) -> None:
     projects.mkdir(parents=True)
     shutil.copy2(SESSION, projects / "session-1.jsonl")
     outputs = []
-    for line in lines[3:]:
-        assert line.startswith("tool-failure-guard "), line
-        done = _sh(line, env, tmp_path)
-        assert done.returncode == 0, (line, done.stdout, done.stderr)
-        outputs.append(done.stdout)
+    with no_managed_install():  # another test's managed install would show in the status
+        for line in lines[3:]:
+            assert line.startswith("tool-failure-guard "), line
+            done = _sh(line, env, tmp_path)
+            assert done.returncode == 0, (line, done.stdout, done.stderr)
+            outputs.append(done.stdout)
     assert "installed: claude-code hook (shadow)" in outputs[0]
     assert "scope user, mode shadow" in outputs[1] and "all well" in outputs[1]
     assert "transcripts: 1 files, 1 runs" in outputs[2]

@@ -20,7 +20,7 @@ import pytest
 from agent_clis import require
 from agent_fakes.script import Turn
 from claude_hook_harness import read
-from hook_homes import EXE, home_env, hook, operator_config
+from hook_homes import EXE, home_env, hook, no_managed_install, operator_config
 from plugin_harness import PLUGIN, ROOT, VERSIONS, claude_at, plugin_home, run_plugin_claude
 
 LAUNCHER = ROOT / "plugins" / "tool-failure-guard" / "bin" / "tool-failure-guard-hook"
@@ -104,13 +104,22 @@ def test_hook_status_lists_the_plugin_install(tmp_path: Path, config: Path) -> N
     binary = require(lambda: claude_at("2.1.197"))
     _configure("--mode", "warn")
     env = home_env(tmp_path)
-    home, _ = plugin_home(binary, tmp_path / "p")
+    home, plugin_env = plugin_home(binary, tmp_path / "p")
     env["HOME"] = str(home)
-    done = hook("status", "claude-code", env=env, cwd=tmp_path)
+    with no_managed_install():  # another test's managed install would be listed too
+        done = hook("status", "claude-code", env=env, cwd=tmp_path)
     assert f"installed at plugin: {PLUGIN}" in done.stdout, done.stdout
     assert "scope plugin, mode warn" in done.stdout
     assert f"executable: {EXE}" in done.stdout
     assert done.returncode == 0, done.stdout
+    removed = subprocess.run(
+        [str(binary), "plugin", "uninstall", PLUGIN], env=plugin_env, capture_output=True,
+        text=True, timeout=120, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert removed.returncode == 0, removed.stderr
+    with no_managed_install():
+        done = hook("status", "claude-code", env=env, cwd=tmp_path)
+    assert "installed at plugin" not in done.stdout and done.returncode == 1
 
 
 def test_without_an_executable_the_plugin_fails_open_with_one_line_once(
