@@ -292,3 +292,17 @@ def test_uninstall_stops_the_installs_worker_and_purge_removes_only_the_guards_f
     _cli("install", "claude-code", "--settings", str(path), "--state-dir", str(state))
     done = _cli("uninstall", "claude-code", "--settings", str(path), "--purge")
     assert f"removed the state folder {state}" in done.stdout and not state.exists()
+
+
+def test_a_reinstall_after_the_user_changed_the_file_keeps_their_change_at_uninstall(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "settings.json"
+    path.write_text('{"model": "x"}')
+    _install(path, "warn", tmp_path / "st")
+    settings = json.loads(path.read_text())
+    settings["theme"] = "dark"  # the user's change between two installs
+    path.write_text(json.dumps(settings))
+    _install(path, "enforce", tmp_path / "st")
+    assert installer.uninstall(path, "claude-code").restored  # unchanged since the reinstall
+    assert json.loads(path.read_text()) == {"model": "x", "theme": "dark"}

@@ -261,6 +261,10 @@ def install(
     if previous is not None:
         before, hooks_added = previous.before, previous.hooks_added
         folders = previous.created_folders
+        if data is None or digest(data) != previous.written:
+            # changed by someone since the last install: the old bytes would undo that
+            left = without_install(settings, cli, previous)
+            before = None if left is None else settings_text(left).encode("utf-8")
     else:
         # entries from an install that kept no record: "before" is the file without them
         before = data if not old_dirs else settings_text(removed(settings, own)).encode()
@@ -315,18 +319,30 @@ def uninstall(path: Path, cli: str) -> Uninstalled:
         else:
             write_bytes(target, record.before)
     else:
-        result = removed(settings, _owned_by(cli))
-        for key_path, value in record.added if record is not None else ():
-            drop_added(result, key_path, value)
-        if record is not None and record.hooks_added and result.get("hooks") == {}:
-            del result["hooks"]
-        if record is not None and record.before is None and not result:
-            remove_file(target, list(record.created_folders))
+        result = without_install(settings, cli, record)
+        if result is None:
+            remove_file(target, list(record.created_folders) if record is not None else [])
         else:
             write_bytes(target, settings_text(result).encode("utf-8"))
     for directory in dirs:
         drop_record(directory, cli, target)
     return attrs.evolve(done, restored=restored)
+
+
+def without_install(
+    settings: Mapping[str, Any], cli: str, record: InstallRecord | None
+) -> dict[str, Any] | None:
+    """``settings`` without what the install added: its entries, and with its ``record``
+    the keys it set (still as it set them), an emptied ``hooks`` object it added; None when
+    nothing is left of a file it created."""
+    result = removed(settings, _owned_by(cli))
+    if record is None:
+        return result
+    for key_path, value in record.added:
+        drop_added(result, key_path, value)
+    if record.hooks_added and result.get("hooks") == {}:
+        del result["hooks"]
+    return None if record.before is None and not result else result
 
 
 def _unique(paths: Iterator[Path] | Sequence[Path]) -> list[Path]:
