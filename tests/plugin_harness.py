@@ -4,7 +4,7 @@ What a user does: ``claude plugin marketplace add <clone>``, ``claude plugin ins
 tool-failure-guard@tool-failure-guard`` (both headless), then ``tool-failure-guard hook
 configure claude-code`` (records the executable the plugin runs, and the operator's
 mode).  Claude Code copies the plugin into its cache; the plugin's launcher
-(``plugins/tool-failure-guard/bin/tool-failure-guard-hook``) finds the executable
+(``plugins/tool-failure-guard/scripts/tool-failure-guard-hook``) finds the executable
 ``hook configure`` recorded.  The model is the local fake Messages API.
 """
 
