@@ -22,6 +22,9 @@ from typing import Any, TextIO
 
 from tool_failure_guard.hooks import install as installer
 
+#: The file that marks a folder as the guard's state folder (``hooks.state_folder``).
+STATE_FOLDER_MARKER = ".tool-failure-guard-state"
+
 
 def cli_module(cli: str) -> Any:
     from tool_failure_guard.hooks.clis import HOOK_CLIS
@@ -178,8 +181,10 @@ def purge_state_dir(directory: Path) -> list[str]:
         name = entry.name
         info = entry.stat(follow_symlinks=False)
         ours = info.st_uid == os.geteuid() and (
-            (name.startswith("worker-") and name.endswith((".sock", ".lock")))
+            name == STATE_FOLDER_MARKER
+            or (name.startswith("worker-") and name.endswith((".sock", ".lock")))
             or (name.startswith("install-") and name.endswith(".record"))
+            or (name.startswith(".") and name.endswith(".tmp") and ".json." in name)
         )
         if not ours and name.endswith(".json") and stat.S_ISREG(info.st_mode):
             try:

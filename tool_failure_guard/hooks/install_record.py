@@ -111,9 +111,25 @@ def load_record(state_dir: Path, cli: str, settings: Path) -> InstallRecord | No
     return record
 
 
+def state_folder(state_dir: Path) -> None:
+    """Create or check the state folder as the hook does (``hooks.state_folder`` where it
+    exists: 0700, marked as the guard's, a folder holding others' files refused untouched),
+    so the record never makes the hook take the folder for someone else's."""
+    try:
+        from tool_failure_guard.hooks import (  # type: ignore[attr-defined, unused-ignore]
+            state_folder as folders,
+        )
+    except ImportError:
+        folders = None
+    if folders is not None:
+        folders.ensure_state_folder(state_dir)
+    else:
+        private_directory(state_dir)
+
+
 def save_record(state_dir: Path, record: InstallRecord) -> Path:
     """Write ``record`` (0600, atomic) into ``state_dir`` (created 0700 when missing)."""
-    private_directory(state_dir)
+    state_folder(state_dir)
     path = record_path(state_dir, record.cli, Path(record.settings))
     fd, temp = tempfile.mkstemp(prefix=".install-", suffix=".tmp", dir=state_dir)
     try:
