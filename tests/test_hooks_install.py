@@ -208,6 +208,7 @@ def test_a_relative_telemetry_file_is_made_absolute_and_a_bad_kind_refused(
     # a hook runs in the project's folder: a relative path would write the records there
     path = tmp_path / "s.json"
     base = ["install", "claude-code", "--mode", "warn", "--settings", str(path)]
+    base += ["--state-dir", str(tmp_path / "st")]
     assert _cli(*base, "--telemetry", "file:t.jsonl", cwd=tmp_path).returncode == 0
     command = json.loads(path.read_text())["hooks"]["Stop"][0]["hooks"][0]["command"]
     assert f"--telemetry file:{tmp_path / 't.jsonl'}" in command
