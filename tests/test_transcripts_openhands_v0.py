@@ -325,6 +325,18 @@ def test_a_json_list_of_something_else_is_not_a_trajectory(tmp_path: Path) -> No
     (tmp_path / "numbers.json").write_text("[1, 2, 3]")
     (tmp_path / "rows.json").write_text(json.dumps([{"id": 1, "name": "x"}]))
     (tmp_path / "other.jsonl").write_text(json.dumps({"history": [], "x": 1}) + "\n")
-    found = discover([str(tmp_path)])
+    # SWE-agent's .traj also opens with {"trajectory": [ and steps with action/observation
+    step = {"action": "ls", "observation": "x" * 100_000, "response": "r"}
+    (tmp_path / "swe.traj").write_text(json.dumps({"trajectory": [step]}))
+    found = discover([str(tmp_path)], kind="openhands")
     assert [s.path.name for s in found.sources] == ["basic_interactions.json"]
-    assert len(found.skipped) == 3
+    assert len(found.skipped) == 4
+
+
+def test_a_first_event_longer_than_the_head_is_still_sniffed(tmp_path: Path) -> None:
+    events = json.loads((V0 / "wrong_initial_state.json").read_text())
+    events[0]["args"]["content"] = "x" * 100_000  # the first user message, past 64 KiB
+    (path := tmp_path / "long.json").write_text(json.dumps(events))
+    (source,) = discover([str(path)]).sources
+    assert source.kind == "openhands"
+    assert _counts(_runs(path)) == BY_HAND["wrong_initial_state.json"]

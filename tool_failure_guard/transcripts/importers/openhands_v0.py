@@ -25,6 +25,7 @@ message, an output's run its instance.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final
@@ -38,6 +39,14 @@ from tool_failure_guard.transcripts.model import Run, TranscriptError
 #: ``test_result`` fields that say whether an instance succeeded, tried in order (a bool only).
 TEST_RESULT_FIELDS: Final = (("report", "resolved"), ("success",), ("result",), ("resolved",))
 OUTCOME_FROM_TEST_RESULT: Final = "openhands test_result"
+
+
+#: the start of a list whose first event is longer than the head: its first keys as
+#: ``event_to_dict`` writes them (``id``, ``timestamp``, ``source``)
+_EVENT_START: Final = re.compile(
+    rb'\[\s*\{\s*(?:"id":\s*-?\d+,\s*)?"timestamp":\s*"[^"]*",\s*'
+    rb'"source":\s*"(user|agent|environment)"'
+)
 
 
 def _is_event(value: Any) -> bool:
@@ -56,8 +65,7 @@ def sniff_trajectory(head: bytes) -> bool:
     try:
         first, _ = json.JSONDecoder().raw_decode(text[1:].lstrip().decode("utf-8"))
     except (ValueError, RecursionError):  # cut by the head, or not JSON
-        start = text[:4096]
-        return b'"source":' in start and (b'"action":' in start or b'"observation":' in start)
+        return _EVENT_START.match(text[:4096]) is not None
     return _is_event(first)
 
 
