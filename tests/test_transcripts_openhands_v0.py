@@ -320,6 +320,26 @@ def test_a_damaged_event_is_an_error_naming_the_file_never_a_crash(tmp_path: Pat
                     assert exc.path == str(target)
 
 
+def test_a_damaged_instance_is_an_error_naming_the_file_never_a_crash(tmp_path: Path) -> None:
+    line = (V0 / "logic-reasoning-2024.output.jsonl").read_text().splitlines()[0]
+    record = json.loads(line)
+    record["history"] = record["history"][:3]  # a message pair and two IPython cell pairs
+    target = tmp_path / "output.jsonl"
+    places = [(key,) for key in record] + [("history", *p) for p in _places(record["history"], 3)]
+    for place in places:
+        for bad in _BAD:
+            damaged = copy.deepcopy(record)
+            holder = damaged
+            for key in place[:-1]:
+                holder = holder[key]
+            holder[place[-1]] = bad
+            target.write_text(json.dumps(damaged) + "\n")
+            try:
+                _runs(target)
+            except TranscriptError as exc:
+                assert exc.path == str(target) and exc.line == 1
+
+
 def test_a_json_list_of_something_else_is_not_a_trajectory(tmp_path: Path) -> None:
     shutil.copy(V0 / "basic_interactions.json", tmp_path)
     (tmp_path / "numbers.json").write_text("[1, 2, 3]")
