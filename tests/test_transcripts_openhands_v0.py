@@ -1,6 +1,7 @@
 """OpenHands V0 as people have it (issue 39 item 3): trajectories and evaluation outputs.
 
-The fixtures (``tests/fixtures/transcripts/openhands-v0/``, sources in its README) are
+The fixtures (``tests/fixtures/openhands-v0/``, sources in its README; kept apart from
+``tests/fixtures/transcripts/``, which holds only logs written here) are
 published OpenHands files: three of OpenHands' own ``tests/runtime/trajs`` trajectories, two
 instances of a 2024 evaluation ``output.jsonl`` whose history is ``[action, observation]``
 pairs, and two instances of the Multi-SWE-bench example ``output.jsonl`` (history: events).
@@ -26,7 +27,7 @@ from tool_failure_guard.transcripts.importers import openhands, openhands_v0_eve
 from tool_failure_guard.transcripts.model import Run, TranscriptError
 from tool_failure_guard.transcripts.walk import discover
 
-V0 = FIXTURES / "openhands-v0"
+V0 = FIXTURES.parent / "openhands-v0"
 
 #: file -> (runs, calls, failed calls, batches), by hand from the files:
 #: basic_gui_mode: `ls`, two edits, a server left running (exit code -1), then a message;

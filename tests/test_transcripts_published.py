@@ -65,14 +65,6 @@ COUNTS: dict[str, tuple[int, int, int, int]] = {
     "openhands/failing-command": (1, 4, 4, 4),
     "openhands/mixed": (1, 8, 5, 7),
     "openhands/varied-missing": (1, 10, 10, 10),
-    # openhands v0, published (tests/test_transcripts_openhands_v0.py counts them by hand and
-    # independently): a server left running; two answers then finish; four calls; two
-    # instances of two IPython cells; 34 and 50 calls with 14 and 25 failing
-    "openhands-v0/basic_gui_mode.json": (1, 4, 1, 4),
-    "openhands-v0/basic_interactions.json": (3, 1, 0, 1),
-    "openhands-v0/logic-reasoning-2024.output.jsonl": (2, 4, 0, 4),
-    "openhands-v0/multi-swe-bench.output.jsonl": (2, 84, 39, 84),
-    "openhands-v0/wrong_initial_state.json": (1, 4, 0, 4),
     # qwen code: 3 failing reads in each of 4 turns; 4 identical reads before its own halt;
     # a read, a two-call batch, `exit 3`, an echo; 12 reads of missing files
     "qwen-code/acp-enforce-stopped.jsonl": (1, 12, 12, 4),
