@@ -30,12 +30,12 @@ from tool_failure_guard.transcripts.walk import discover
 V0 = FIXTURES.parent / "openhands-v0"
 
 #: file -> (runs, calls, failed calls, batches), by hand from the files:
-#: basic_gui_mode: `ls`, two edits, a server left running (exit code -1), then a message;
+#: basic_gui_mode: `mkdir`, two edits, a server left running (exit code -1), then a message;
 #: basic_interactions: three user messages, two answered by messages, the third by `finish`;
 #: wrong_initial_state: a view, a command, a view, `finish`;
 #: logic-reasoning: per instance two IPython cells (OpenHands counts a cell as successful),
 #: a message and `finish` as text actions (no calls);
-#: multi-swe-bench: 34 calls, one a response (14 failing: 2 commands, 11 editor errors of
+#: multi-swe-bench: 34 calls, each its own response (14 failing: 2 commands, 11 editor errors of
 #: which 5 its parameter checks, 1 refused response), then 50 (25 failing: 12 commands, 12
 #: editor errors of which 2 parameter checks, 1 refused response)
 BY_HAND = {
