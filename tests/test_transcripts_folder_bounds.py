@@ -97,3 +97,19 @@ def test_a_state_file_linked_to_dev_zero_is_never_read(tmp_path: Path) -> None:
     assert reasons[str(folder / "base_state.json")] == (
         "a character device: not read in a walked directory"
     )
+
+
+def test_a_v0_session_event_linked_to_dev_zero_is_never_read(tmp_path: Path) -> None:
+    """The same in an OpenHands V0 session folder (``~/.openhands/sessions/<id>/``)."""
+    folder = tmp_path / "sessions" / "s1"
+    (folder / "events").mkdir(parents=True)
+    (folder / "metadata.json").write_text(json.dumps({"conversation_id": "s1"}))
+    (folder / "events" / "0.json").write_text(
+        json.dumps({"id": 0, "source": "user", "action": "message", "args": {}})
+    )
+    (folder / "events" / "1.json").symlink_to("/dev/zero")
+    shutil.copytree(OPENHANDS / "failing-command", tmp_path / "good")
+    done = _transcripts("--json", str(tmp_path))
+    assert done.returncode == 1, done.stderr[-2000:]
+    reasons = {s["path"]: s["reason"] for s in json.loads(done.stdout)["skipped"]}
+    assert reasons[str(folder)] == "events/1.json: a character device, not a regular file: not read"

@@ -361,3 +361,31 @@ def test_a_first_event_longer_than_the_head_is_still_sniffed(tmp_path: Path) -> 
     (source,) = discover([str(path)]).sources
     assert source.kind == "openhands"
     assert _counts(_runs(path)) == BY_HAND["wrong_initial_state.json"]
+
+
+def _session(folder: Path, events: list[dict[str, Any]]) -> Path:
+    """A session folder as the V0 app's local file store keeps it (storage/locations.py)."""
+    (folder / "events").mkdir(parents=True)
+    (folder / "event_cache").mkdir()
+    for event in events:
+        (folder / "events" / f"{event['id']}.json").write_text(json.dumps(event))
+    (folder / "event_cache" / "0-25.json").write_text(json.dumps(events[:25]))  # a copy
+    metadata = {"conversation_id": "abc123", "llm_model": "anthropic/claude", "title": "t"}
+    (folder / "metadata.json").write_text(json.dumps(metadata))
+    (folder / "agent_state.pkl").write_bytes(b"\x80\x04not read")
+    return folder
+
+
+def test_a_session_folder_of_the_file_store_is_one_transcript(tmp_path: Path) -> None:
+    events = json.loads((V0 / "basic_gui_mode.json").read_text())
+    folder = _session(tmp_path / "sessions" / "abc123", events)
+    found = discover([str(tmp_path)])
+    assert [(s.path, s.kind) for s in found.sources] == [(folder, "openhands")]
+    assert found.skipped == []  # its cache pages, metadata and state belong to it
+    (run,) = _runs(folder / "events" / "7.json")  # any file of it names the folder
+    assert _counts([run]) == BY_HAND["basic_gui_mode.json"]
+    assert (run.run_id, run.model) == ("abc123", "anthropic/claude")
+    # a file in events/ that is not an event is an error naming it, the folder skipped
+    (folder / "events" / "notes.txt").write_text("x")
+    with pytest.raises(TranscriptError, match=r"notes\.txt: not an OpenHands event file name"):
+        _runs(folder)

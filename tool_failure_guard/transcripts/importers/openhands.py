@@ -75,11 +75,12 @@ _SUCCEEDED = {"finished": True, "error": False, "stuck": False}
 
 
 def owner(path: Path) -> Path | None:
-    """The conversation folder ``path`` (a file in it, or the folder) belongs to, or None."""
+    """The conversation folder ``path`` (a file in it, or the folder) belongs to, or None:
+    the SDK's, else a V0 session folder of the app's file store."""
     for folder in (path, *list(path.parents)[:3]):
         if (folder / STATE).is_file() and (folder / EVENTS).is_dir():
             return folder
-    return None
+    return openhands_v0.session_owner(path)
 
 
 def sniff(path: Path, head: bytes) -> bool:
@@ -201,6 +202,8 @@ def read(path: Path) -> Iterator[Run]:
         if openhands_v0.sniff_trajectory(head):
             return openhands_v0.read_trajectory(Path(path))
         return openhands_v0.read_output(Path(path))
+    if not (folder / STATE).is_file():
+        return openhands_v0.read_session(folder)
     return _read_folder(folder)
 
 

@@ -1,6 +1,6 @@
 """OpenHands V0 (the ``openhands-ai`` app before the SDK): trajectories and evaluation outputs.
 
-Two published forms hold the same serialised events (OpenHands'
+Three forms hold the same serialised events (OpenHands'
 ``events/serialization/event.py`` ``event_to_dict``: ``id``, ``source``
 ``user``/``agent``/``environment``, ``cause``, and ``action`` + ``args`` or
 ``observation`` + ``content`` + ``extras``; ``tool_call_metadata`` with
@@ -12,7 +12,11 @@ made by function calling):
   ``tests/runtime/trajs``); the API's ``{"trajectory": [...]}`` too;
 - an **evaluation output** (``evaluation/.../output.jsonl``): one instance a
   line, its ``history`` a list of events, or in 2024 outputs a list of
-  ``[action, observation]`` pairs (``compatibility_for_eval_history_pairs``).
+  ``[action, observation]`` pairs (``compatibility_for_eval_history_pairs``);
+- a **session folder** of the app's local file store (``~/.openhands/sessions/<id>/``,
+  ``storage/locations.py``): ``events/<id>.json``, one event a file as the event stream
+  writes it, beside ``metadata.json`` / ``agent_state.pkl``; the folder is the transcript
+  (:func:`session_owner`), its ``event_cache/`` pages are copies and not read.
 
 Mapping (``docs/transcripts.md``; :mod:`.openhands_v0_events`, its ``RULES``): a call is
 an action the model called a tool for (``tool_call_metadata``), or, without one
@@ -25,6 +29,7 @@ message, an output's run its instance.
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,7 +37,12 @@ from typing import Any, Final
 
 import attrs
 
-from tool_failure_guard.transcripts.importers._read import head_records, json_value, records
+from tool_failure_guard.transcripts.importers._read import (
+    head_records,
+    json_document,
+    json_value,
+    records,
+)
 from tool_failure_guard.transcripts.importers.openhands_v0_events import Reader, RunState
 from tool_failure_guard.transcripts.model import Run, TranscriptError
 
@@ -40,6 +50,12 @@ from tool_failure_guard.transcripts.model import Run, TranscriptError
 TEST_RESULT_FIELDS: Final = (("report", "resolved"), ("success",), ("result",), ("resolved",))
 OUTCOME_FROM_TEST_RESULT: Final = "openhands test_result"
 
+
+#: what marks a session folder of the app's file store, beside its ``events/``
+SESSION_MARKERS: Final = ("metadata.json", "agent_state.pkl")
+_EVENT_FILE: Final = re.compile(r"^(?P<id>\d+)\.json$")
+#: Events past this count in one session are an error (bounded input).
+MAX_EVENTS: Final = 1_000_000
 
 #: the start of a list whose first event is longer than the head: its first keys as
 #: ``event_to_dict`` writes them (``id``, ``timestamp``, ``source``)
@@ -146,3 +162,39 @@ def _test_result(value: Any) -> bool | None:
         if isinstance(held, bool):
             return held
     return None
+
+
+def session_owner(path: Path) -> Path | None:
+    """The session folder (``events/`` beside a :data:`SESSION_MARKERS` file) ``path`` is in."""
+    for folder in (path, *list(path.parents)[:3]):
+        if (folder / "events").is_dir() and any((folder / m).is_file() for m in SESSION_MARKERS):
+            return folder
+    return None
+
+
+def read_session(folder: Path) -> Iterator[Run]:
+    """One :class:`Run` per user message of a session folder, its events in id order."""
+    events = folder / "events"
+    numbered: dict[int, Path] = {}
+    try:
+        names = os.listdir(events)
+    except OSError as exc:
+        raise TranscriptError(str(events), None, f"cannot read: {exc.strerror}") from None
+    for name in names:
+        if name.startswith("."):  # a file manager's or an editor's, not the store's
+            continue
+        found = _EVENT_FILE.match(name)
+        if found is None:
+            raise TranscriptError(str(events / name), None, "not an OpenHands event file name")
+        numbered[int(found["id"])] = events / name
+        if len(numbered) > MAX_EVENTS:
+            raise TranscriptError(str(events), None, f"more than {MAX_EVENTS} events")
+    metadata: dict[str, Any] = {}
+    if (folder / "metadata.json").is_file():
+        metadata = json_document(folder / "metadata.json")
+    reader = Reader(str(folder), None, split_on_user=True)
+    _feed(reader, [json_document(numbered[i]) for i in sorted(numbered)])
+    conversation = metadata.get("conversation_id")
+    run_id = conversation if isinstance(conversation, str) else folder.name
+    model = metadata.get("llm_model")
+    yield from reader.result(str(folder), run_id, model if isinstance(model, str) else None)
