@@ -53,6 +53,12 @@ def _named(exc: TranscriptError, source: Source) -> TranscriptError:
     return exc
 
 
+def _inside(path: str, folder: str) -> str:
+    """``path`` relative to the folder-shaped transcript it belongs to (else whole)."""
+    prefix = folder.rstrip("/") + "/"
+    return path[len(prefix) :] if path.startswith(prefix) else path
+
+
 def _with(run: Run, source: Source, chosen: dict[str, verdicts.Verdict]) -> Run:
     if run.source != source.shown:
         run = attrs.evolve(run, source=source.shown)
@@ -87,6 +93,8 @@ def collect(
                 shown.done()
                 raise error from None
             where = "" if error.line is None else f"line {error.line}: "
+            if error.path not in (str(source.path), source.shown):  # a file of a folder
+                where = f"{_inside(error.path, source.shown)}: {where}"
             skipped.append(Skipped(source.shown, f"{where}{error.message}"))
             continue
         read.append(source)
