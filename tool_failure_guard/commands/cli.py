@@ -15,7 +15,7 @@ import sys
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
-    from collections.abc import Sequence
+    from collections.abc import Iterator, Mapping, Sequence
     from types import ModuleType
 
 #: Subcommands run but not listed in ``--help``: developer tools for a checkout of the project.
@@ -66,7 +66,25 @@ def build_parser() -> argparse.ArgumentParser:
             )
         sub.set_defaults(_module=module_name)
         _module(module_name).configure(sub)
+    # argparse names every choice in its "invalid choice" message: list the public ones only
+    commands.choices = _ListedChoices(commands.choices or {})
     return parser
+
+
+class _ListedChoices:
+    """The subcommands a word is checked against; iterating them (listing) skips HIDDEN."""
+
+    def __init__(self, parsers: Mapping[str, argparse.ArgumentParser]) -> None:
+        self._parsers = parsers
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._parsers
+
+    def __iter__(self) -> Iterator[str]:
+        return (name for name in self._parsers if name not in HIDDEN)
+
+    def __getitem__(self, name: str) -> argparse.ArgumentParser:
+        return self._parsers[name]
 
 
 def _module(name: str) -> ModuleType:
