@@ -73,7 +73,10 @@ def _child(script: str, *args: str) -> str:
 
 HOOK_SCRIPT = """
 import sys
-from tool_failure_guard.agent_outcomes.claude_code import classify_batch_entry, classify_hook_failure
+from tool_failure_guard.agent_outcomes.claude_code import (
+    classify_batch_entry,
+    classify_hook_failure,
+)
 from tool_failure_guard.guard import GuardMode
 from tool_failure_guard.hooks import claude_code
 from tool_failure_guard.hooks.prompt import PromptSession

@@ -19,7 +19,10 @@ DEEP = '{"a":' * 100_000 + "1" + "}" * 100_000
     [
         (DEEP, ("success", "success", None)),
         (DEEP + "\nProcess exited with code 2\n", ("error", "error", "shell_execute_error")),
-        ('{"output": "x", "metadata": {"exit_code": 1}}', ("error", "error", "shell_execute_error")),
+        (
+            '{"output": "x", "metadata": {"exit_code": 1}}',
+            ("error", "error", "shell_execute_error"),
+        ),
     ],
 )
 def test_a_deeply_nested_output_is_read_as_text(
