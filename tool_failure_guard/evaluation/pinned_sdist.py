@@ -17,8 +17,9 @@ HTTP basic auth and never printed (every URL in a message goes through
 query parameters such as ``?token=`` are masked), and only to the index's own origin
 (scheme, host and port): a redirect elsewhere (a CDN holding the files) is followed
 without them, as pip does (``urllib`` alone would send them to wherever the index
-redirects). Standard library and this package only (:mod:`tool_failure_guard.redaction` is plain functions on
-text): it runs before anything else is installed.
+redirects). Standard library and this package only
+(:mod:`tool_failure_guard.redaction` is plain functions on text): it runs before
+anything else is installed.
 """
 
 from __future__ import annotations
