@@ -15,8 +15,12 @@ import sys
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
-    from collections.abc import Iterator, Mapping, Sequence
+    from collections.abc import Iterator, Sequence
     from types import ModuleType
+
+    _ParserMap = dict[str, argparse.ArgumentParser]
+else:
+    _ParserMap = dict
 
 #: Subcommands run but not listed in ``--help``: developer tools for a checkout of the project.
 HIDDEN: frozenset[str] = frozenset({"render"})
@@ -71,20 +75,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-class _ListedChoices:
-    """The subcommands a word is checked against; iterating them (listing) skips HIDDEN."""
+class _ListedChoices(_ParserMap):
+    """The subcommands a word is checked against; iterating them (listing) skips HIDDEN.
 
-    def __init__(self, parsers: Mapping[str, argparse.ArgumentParser]) -> None:
-        self._parsers = parsers
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._parsers
+    argparse checks ``word in choices`` and names ``', '.join(choices)`` when it is
+    not: a hidden command still runs, and a mistyped one never lists it.
+    """
 
     def __iter__(self) -> Iterator[str]:
-        return (name for name in self._parsers if name not in HIDDEN)
-
-    def __getitem__(self, name: str) -> argparse.ArgumentParser:
-        return self._parsers[name]
+        return (name for name in super().__iter__() if name not in HIDDEN)
 
 
 def _module(name: str) -> ModuleType:
