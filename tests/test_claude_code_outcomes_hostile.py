@@ -91,13 +91,33 @@ claude_code.handle(
     {"hook_event_name": "PostToolBatch", "prompt_id": "p", "tool_calls": [entry]}, session
 )
 print(session.batches[0][0][6])
+
+# the hook as the worker runs it: the payload (under its 4 MiB bound) from stdin, the state
+import io, json
+from pathlib import Path
+from tool_failure_guard.hooks.payload import MAX_PAYLOAD_BYTES
+from tool_failure_guard.hooks.run import HookOptions, run_hook
+
+state = Path(sys.argv[2])
+payload = {"hook_event_name": "PostToolBatch", "session_id": "s", "prompt_id": "p",
+           "tool_calls": [entry]}
+# each newline is two bytes in JSON: as many as fit under the bound
+entry["tool_response"] = "<tool_use_error>" + "\\n" * ((MAX_PAYLOAD_BYTES - 4096) // 2) + "x"
+data = json.dumps(payload).encode()
+out, err = io.StringIO(), io.StringIO()
+options = HookOptions(cli="claude-code", mode=GuardMode.ENFORCE, state_dir=state)
+status = run_hook(options, io.BytesIO(data), out, err)
+at_bound = MAX_PAYLOAD_BYTES - 4096 < len(data) <= MAX_PAYLOAD_BYTES
+print(status, at_bound, repr(out.getvalue()), repr(err.getvalue()))
 """
 
 
-def test_a_4_mib_hostile_result_is_classified_by_the_hook_at_once() -> None:
-    lines = _child(HOOK_SCRIPT, str(HOSTILE_CHARS)).split()
+def test_a_4_mib_hostile_result_is_classified_by_the_hook_at_once(tmp_path: Path) -> None:
+    lines = _child(HOOK_SCRIPT, str(HOSTILE_CHARS), str(tmp_path / "state")).splitlines()
     # refused before it ran (the tag), an MCP tool's error, and the batch entry as the hook keeps it
-    assert lines == ["invalid_tool_params", "mcp_tool_error", "invalid_tool_params"]
+    assert lines[:3] == ["invalid_tool_params", "mcp_tool_error", "invalid_tool_params"]
+    # the whole hook on a payload at its bound: answered (nothing to say: one refused call)
+    assert lines[3:] == ["0 True '' ''"]
 
 
 IMPORT_SCRIPT = """
