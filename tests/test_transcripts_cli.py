@@ -69,11 +69,12 @@ def test_json_schema(capsys: pytest.CaptureFixture[str]) -> None:
     assert sum(f["runs"] for f in data["files"]) == len(data["runs"]) == data["fleet"]["runs"] == 31
     run = next(r for r in data["runs"] if r["source"].endswith("failing-command.traj.json"))
     assert set(run) == {
-        "agent", "source", "run_id", "model", "succeeded", "outcome_from", "flags", "turns",
-        "calls", "failed_calls",
+        "agent", "source", "run_id", "model", "succeeded", "outcome_from", "profile", "flags",
+        "turns", "calls", "failed_calls",
         "input_tokens", "output_tokens", "modes", "saved", "peers",
     }  # fmt: skip
     assert run["succeeded"] is False and run["outcome_from"] == "agent" and run["flags"] == []
+    assert run["profile"] == "adapter"  # mini-swe-agent runs its own loop
     assert run["modes"]["shadow"]["remind"] == {
         "turn": 8,
         "call": 8,

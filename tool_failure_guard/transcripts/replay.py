@@ -3,7 +3,8 @@
 Each turn with calls is one batch, driven exactly as a live host drives
 :class:`~tool_failure_guard.core.PromptProtection` (admit, settle every call on
 its path, ``after_batch`` with the quiet boundary: a log records no mid-turn
-input), one protection per run and mode.  A turn without calls is a model
+input), one protection per run and mode, built as the agent's host builds it
+(:mod:`~tool_failure_guard.transcripts.profiles`).  A turn without calls is a model
 answer: no batch.  The replay assumes the model would have made the same
 calls after a reminder (it cannot know otherwise); after an enforce stop no
 further request would have been made, so the turns after it are what enforce
@@ -20,7 +21,6 @@ from tool_failure_guard.core import (
     CallOutcome,
     Continue,
     FunctionCall,
-    PromptProtection,
     Stop,
     provider_duplicate,
 )
@@ -29,6 +29,7 @@ from tool_failure_guard.guard import DecisionKind, GuardMode
 from tool_failure_guard.peer_rules import PEER_KEYS, PEER_RULES, PeerCall
 from tool_failure_guard.transcripts.importers._ids import distinct_across_turns
 from tool_failure_guard.transcripts.model import ImportedCall, Run, Turn
+from tool_failure_guard.transcripts.profiles import Profile, for_kind
 
 MODES = (GuardMode.SHADOW, GuardMode.WARN, GuardMode.ENFORCE)
 _REMIND = frozenset({DecisionKind.WARN, DecisionKind.WOULD_WARN})
@@ -72,6 +73,7 @@ class RunResult:
     model: str | None
     succeeded: bool | None
     outcome_from: str | None  #: what decided ``succeeded`` (``agent``, a SWE-bench verdict)
+    profile: str  #: the replay profile (:mod:`~tool_failure_guard.transcripts.profiles`)
     turns: int
     calls: int
     failed_calls: int
@@ -104,9 +106,10 @@ def _outcome(call: ImportedCall) -> CallOutcome:
     )
 
 
-def replay_mode(turns: Sequence[Turn], mode: GuardMode) -> ModeResult:
-    """Drive one :class:`PromptProtection` through ``turns`` in ``mode``."""
-    protection = PromptProtection(mode)
+def replay_mode(turns: Sequence[Turn], mode: GuardMode, profile: Profile) -> ModeResult:
+    """Drive one :class:`~tool_failure_guard.core.PromptProtection` of ``profile`` through
+    ``turns`` in ``mode``."""
+    protection = profile.protection(mode)
     remind: Point | None = None
     stop: Point | None = None
     calls_so_far = 0
@@ -133,8 +136,11 @@ def replay_mode(turns: Sequence[Turn], mode: GuardMode) -> ModeResult:
             if stop is None or stop.would:
                 stop = Point(turn=number, call=calls_so_far, loop_type=action.loop_type)
             break
-        if stop is None and decided in _WOULD_STOP:
-            stop = Point(turn=number, call=calls_so_far, loop_type=None, would=True)
+        if stop is None and (decided in _WOULD_STOP or protection.would_stop is not None):
+            # the guard's would-stop, or a limit the mode held back (``limits_follow_mode``)
+            stop = Point(
+                turn=number, call=calls_so_far, loop_type=protection.would_stop, would=True
+            )
     return ModeResult(mode=str(mode), remind=remind, stop=stop)
 
 
@@ -166,14 +172,17 @@ def peer_calls(turns: Sequence[Turn]) -> list[PeerCall]:
     ]
 
 
-def replay_run(run: Run) -> RunResult:
+def replay_run(run: Run, profile: Profile | None = None) -> RunResult:
     """The shipped core in every mode and each peer's rule, on one run.
 
-    A call id an earlier turn already used is made distinct first (whatever the
-    importer): each such call ran with its own result, so it is no provider replay.
+    ``profile``: the guard as which host runs it; None: the one the run's agent would
+    have (:func:`~tool_failure_guard.transcripts.profiles.for_kind`).  A call id an
+    earlier turn already used is made distinct first (whatever the importer): each such
+    call ran with its own result, so it is no provider replay.
     """
+    chosen = for_kind(run.agent) if profile is None else profile
     turns = distinct_across_turns(run.turns)
-    modes = tuple(replay_mode(turns, mode) for mode in MODES)
+    modes = tuple(replay_mode(turns, mode, chosen) for mode in MODES)
     enforce = modes[-1].stop
     flat = peer_calls(turns)
     shadow = modes[0]
@@ -185,6 +194,7 @@ def replay_run(run: Run) -> RunResult:
         model=run.model,
         succeeded=run.succeeded,
         outcome_from=run.outcome_from or ("agent" if run.succeeded is not None else None),
+        profile=chosen.name,
         turns=len(turns),
         calls=len(flat),
         failed_calls=sum(1 for c in flat if c.failed),

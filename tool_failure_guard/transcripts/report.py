@@ -61,6 +61,7 @@ def _sum(values: Sequence[int | None]) -> int | None:
 class Fleet:
     runs: int
     by_outcome: dict[str, int]
+    profiles: dict[str, int]  #: replay profile -> runs replayed with it
     turns: int
     batches: int
     calls: int
@@ -93,9 +94,13 @@ def fleet(results: Sequence[RunResult], batches: int) -> Fleet:
         row["median_call"] = statistics.median(at) if at else None
         rules[rule] = row
     saved = [r.saved for r in results if r.saved is not None]
+    profiles: dict[str, int] = {}
+    for result in results:
+        profiles[result.profile] = profiles.get(result.profile, 0) + 1
     return Fleet(
         runs=len(results),
         by_outcome=by_outcome,
+        profiles=profiles,
         turns=sum(r.turns for r in results),
         batches=batches,
         calls=sum(r.calls for r in results),
@@ -138,6 +143,7 @@ def run_document(result: RunResult, show_content: bool) -> dict[str, Any]:
         "model": result.model,
         "succeeded": result.succeeded,
         "outcome_from": result.outcome_from,
+        "profile": result.profile,
         "flags": flags(result),
         "turns": result.turns,
         "calls": result.calls,

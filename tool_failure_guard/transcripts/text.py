@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tool_failure_guard.rollout.output import escape_controls
+from tool_failure_guard.transcripts.profiles import PROFILES
 from tool_failure_guard.transcripts.replay import Point, RunResult
 from tool_failure_guard.transcripts.report import (
     OUTCOMES,
@@ -76,6 +77,7 @@ def _names(results: Sequence[RunResult]) -> list[str]:
 def runs_table(results: Sequence[RunResult]) -> list[str]:
     head = [
         "run",
+        "profile",
         "result",
         "turns",
         "calls",
@@ -98,6 +100,7 @@ def runs_table(results: Sequence[RunResult]) -> list[str]:
         rows.append(
             [
                 name,
+                r.profile,
                 _RESULT[outcome(r)],
                 str(r.turns),
                 str(r.calls),
@@ -120,6 +123,11 @@ def fleet_lines(summary: Fleet) -> list[str]:
         f"{o['not_recorded']} not recorded); {summary.turns} turns, {summary.batches} batches, "
         f"{summary.calls} calls ({summary.failed_calls} failed); tokens in/out "
         f"{_num(summary.input_tokens)}/{_num(summary.output_tokens)}",
+        "replayed as: "
+        + ", ".join(
+            f"{name} ({runs} run{'' if runs == 1 else 's'}; {PROFILES[name].host})"
+            for name, runs in summary.profiles.items()
+        ),
         "",
     ]
     rows = [["rule", "fires on runs", *OUTCOMES, "median call"]]
