@@ -26,7 +26,7 @@ from tool_failure_guard.core import (
 )
 from tool_failure_guard.core.outcomes import skipped_by_cap
 from tool_failure_guard.guard import DecisionKind, GuardMode
-from tool_failure_guard.peer_rules import PEER_KEYS, PEER_RULES, PeerCall
+from tool_failure_guard.peer_rules import PEER_KEYS, PEER_RULES, PeerCall, Rule
 from tool_failure_guard.transcripts.importers._ids import distinct_across_turns
 from tool_failure_guard.transcripts.model import ImportedCall, Run, Turn
 from tool_failure_guard.transcripts.profiles import Profile, for_kind
@@ -159,17 +159,30 @@ def _saved(turns: Sequence[Turn], stop: Point) -> Saved:
     )
 
 
-def peer_calls(turns: Sequence[Turn]) -> list[PeerCall]:
-    return [
-        PeerCall(
-            tool=c.tool,
-            arguments=c.arguments_fingerprint,
-            failed=str(c.status) == "error",
-            error_text=c.error_text,
+def peer_calls(turns: Sequence[Turn]) -> tuple[list[PeerCall], list[int]]:
+    """The calls the peers' rules see (every call but a rejected message's record), and
+    each one's 1-based number among all the run's calls (where a rule fires, in the run)."""
+    seen: list[PeerCall] = []
+    numbers: list[int] = []
+    every = (c for t in turns for c in t.calls)
+    for number, c in enumerate(every, start=1):
+        if c.rejected_message:
+            continue
+        seen.append(
+            PeerCall(
+                tool=c.tool,
+                arguments=c.arguments_fingerprint,
+                failed=str(c.status) == "error",
+                error_text=c.error_text,
+            )
         )
-        for t in turns
-        for c in t.calls
-    ]
+        numbers.append(number)
+    return seen, numbers
+
+
+def _fires(rule: Rule, seen: list[PeerCall], numbers: list[int]) -> int | None:
+    at = rule(seen)
+    return None if at is None else numbers[at - 1]
 
 
 def replay_run(run: Run, profile: Profile | None = None) -> RunResult:
@@ -184,7 +197,8 @@ def replay_run(run: Run, profile: Profile | None = None) -> RunResult:
     turns = distinct_across_turns(run.turns)
     modes = tuple(replay_mode(turns, mode, chosen) for mode in MODES)
     enforce = modes[-1].stop
-    flat = peer_calls(turns)
+    seen, numbers = peer_calls(turns)
+    every = [c for t in turns for c in t.calls]
     shadow = modes[0]
     point = shadow.stop or shadow.remind
     return RunResult(
@@ -196,12 +210,12 @@ def replay_run(run: Run, profile: Profile | None = None) -> RunResult:
         outcome_from=run.outcome_from or ("agent" if run.succeeded is not None else None),
         profile=chosen.name,
         turns=len(turns),
-        calls=len(flat),
-        failed_calls=sum(1 for c in flat if c.failed),
+        calls=len(every),
+        failed_calls=sum(1 for c in every if str(c.status) == "error"),
         input_tokens=_tokens(turns, "input_tokens"),
         output_tokens=_tokens(turns, "output_tokens"),
         modes=modes,
         saved=None if enforce is None or enforce.would else _saved(turns, enforce),
-        peers={PEER_KEYS[label]: rule(flat) for label, rule in PEER_RULES.items()},
+        peers={PEER_KEYS[label]: _fires(rule, seen, numbers) for label, rule in PEER_RULES.items()},
         content=turns[point.turn - 1].calls if point is not None else (),
     )
