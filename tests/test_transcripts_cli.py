@@ -55,7 +55,7 @@ def test_show_content_prints_the_error_texts(capsys: pytest.CaptureFixture[str])
 def test_json_schema(capsys: pytest.CaptureFixture[str]) -> None:
     data = _json(capsys, str(FIXTURES))
     assert data["schema"] == "tool-failure-guard.transcripts/1"
-    assert set(data) == {"schema", "files", "skipped", "runs", "fleet", "rules"}
+    assert set(data) == {"schema", "files", "skipped", "runs", "fleet", "rules", "stop_rules"}
     assert {f["kind"] for f in data["files"]} == {
         "claude-code",
         "codex",

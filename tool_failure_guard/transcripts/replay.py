@@ -82,6 +82,9 @@ class RunResult:
     modes: tuple[ModeResult, ...]
     saved: Saved | None  #: None when enforce would not have stopped
     peers: dict[str, int | None]  #: peer key -> 1-based call at which its rule fires
+    #: stop rule -> what its stop leaves unrun, for each rule that stops this run:
+    #: ``guard_<mode>`` (a real stop in that mode, no would-stop) and every peer key
+    stops: dict[str, Saved] = attrs.field(factory=dict)
     #: the calls of the batch where shadow would first remind or stop (``--show-content``)
     content: tuple[ImportedCall, ...] = ()
 
@@ -185,6 +188,32 @@ def _fires(rule: Rule, seen: list[PeerCall], numbers: list[int]) -> int | None:
     return None if at is None else numbers[at - 1]
 
 
+def _turn_of(turns: Sequence[Turn], call: int) -> int:
+    """The 1-based turn holding the run's ``call``-th call."""
+    total = 0
+    for number, turn in enumerate(turns, start=1):
+        total += len(turn.calls)
+        if total >= call:
+            return number
+    raise ValueError(f"the run has no call {call}")
+
+
+def _stops(
+    turns: Sequence[Turn], modes: Sequence[ModeResult], peers: dict[str, int | None]
+) -> dict[str, Saved]:
+    """What each stop rule's stop saves: the turns after the one it stops in (a peer stops
+    the turn of the call it fires at, after that call's batch, as the guard does)."""
+    stops = {
+        f"guard_{m.mode}": _saved(turns, m.stop)
+        for m in modes
+        if m.stop is not None and not m.stop.would
+    }
+    for key, call in peers.items():
+        if call is not None:
+            stops[key] = _saved(turns, Point(turn=_turn_of(turns, call), call=call))
+    return stops
+
+
 def replay_run(run: Run, profile: Profile | None = None) -> RunResult:
     """The shipped core in every mode and each peer's rule, on one run.
 
@@ -199,6 +228,7 @@ def replay_run(run: Run, profile: Profile | None = None) -> RunResult:
     enforce = modes[-1].stop
     seen, numbers = peer_calls(turns)
     every = [c for t in turns for c in t.calls]
+    peers = {PEER_KEYS[label]: _fires(rule, seen, numbers) for label, rule in PEER_RULES.items()}
     shadow = modes[0]
     point = shadow.stop or shadow.remind
     return RunResult(
@@ -216,6 +246,7 @@ def replay_run(run: Run, profile: Profile | None = None) -> RunResult:
         output_tokens=_tokens(turns, "output_tokens"),
         modes=modes,
         saved=None if enforce is None or enforce.would else _saved(turns, enforce),
-        peers={PEER_KEYS[label]: _fires(rule, seen, numbers) for label, rule in PEER_RULES.items()},
+        peers=peers,
+        stops=_stops(turns, modes, peers),
         content=turns[point.turn - 1].calls if point is not None else (),
     )

@@ -12,11 +12,13 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tool_failure_guard.rollout.output import escape_controls
+from tool_failure_guard.transcripts.calibration import UPPER_FIELD
 from tool_failure_guard.transcripts.profiles import PROFILES
 from tool_failure_guard.transcripts.replay import Point, RunResult
 from tool_failure_guard.transcripts.report import (
     OUTCOMES,
     RULE_LABELS,
+    STOP_RULES,
     Fleet,
     content,
     flags,
@@ -143,6 +145,7 @@ def fleet_lines(summary: Fleet) -> list[str]:
             ]
         )
     lines += _table(rows)
+    lines += ["", *calibration_lines(summary)]
     lines += [
         "",
         f"enforce would have saved: {summary.saved_calls} calls and {summary.saved_turns} model "
@@ -150,6 +153,34 @@ def fleet_lines(summary: Fleet) -> list[str]:
         f"{_num(summary.saved_output_tokens)} (where the log records usage)",
     ]
     return lines
+
+
+def _percent(bound: float | None) -> str:
+    return "-" if bound is None else f"{100 * bound:.1f}%"
+
+
+def calibration_lines(summary: Fleet) -> list[str]:
+    """Per stop rule: successful runs it stops with the 95 % upper bound, failed runs it
+    stops and what that saves."""
+    lines = [
+        "false stops (runs with a known outcome; bound: exact 95% upper, Clopper-Pearson):",
+    ]
+    rows = [["stop rule", "ok runs stopped", "upper 95%", "failed runs stopped", "saved on failed"]]
+    for rule, label in STOP_RULES.items():
+        row = summary.calibration[rule]
+        saved = row["saved_on_failed"]
+        tokens = saved["input_tokens"], saved["output_tokens"]
+        spent = "" if tokens == (None, None) else f", tokens {(tokens[0] or 0) + (tokens[1] or 0)}"
+        rows.append(
+            [
+                label,
+                f"{row['succeeded_stopped']}/{row['succeeded_runs']}",
+                _percent(row[UPPER_FIELD]),
+                f"{row['failed_stopped']}/{row['failed_runs']}",
+                f"{saved['turns']} turns, {saved['calls']} calls{spent}",
+            ]
+        )
+    return lines + _table(rows)
 
 
 def render(
