@@ -91,7 +91,16 @@ def test_json_schema(capsys: pytest.CaptureFixture[str]) -> None:
     }
     # 14 turns, stopped after the 9th: the 5 after it, 11 + 7 tokens each, were saved
     assert run["saved"] == {"turns": 5, "calls": 5, "input_tokens": 55, "output_tokens": 35}
-    assert run["peers"] == {"gemini_cli": 5, "opencode_roo": 3, "goose": 3, "qwen_code": 5}
+    # 14 identical failing steps: Crush needs 10 steps and a 6th repeat among the last 10
+    assert run["peers"] == {
+        "gemini_cli": 5,
+        "opencode_roo": 3,
+        "goose": 3,
+        "qwen_code": 5,
+        "qwen_code_repeated_error": 3,
+        "cline_mistakes": 3,
+        "crush_repeated_steps": 10,
+    }
     rules = data["fleet"]["rules"]
     assert set(rules) == set(data["rules"])
     assert rules["guard_stop"]["failed"] == 4 and rules["guard_stop"]["succeeded"] == 0

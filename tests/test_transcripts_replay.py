@@ -120,7 +120,15 @@ def test_a_run_without_failures_fires_nothing() -> None:
     assert all(m.remind is None and m.stop is None for m in result.modes)
     assert result.saved is None
     # identical successful calls: the identical-call peers fire, Goose does not
-    assert result.peers == {"gemini_cli": 5, "opencode_roo": 3, "goose": None, "qwen_code": 5}
+    assert result.peers == {
+        "gemini_cli": 5,
+        "opencode_roo": 3,
+        "goose": None,
+        "qwen_code": 5,
+        "qwen_code_repeated_error": None,  # no error at all
+        "cline_mistakes": None,
+        "crush_repeated_steps": None,  # a success's output is not in the log: never matches
+    }
 
 
 def _peer(

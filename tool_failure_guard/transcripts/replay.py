@@ -167,8 +167,8 @@ def peer_calls(turns: Sequence[Turn]) -> tuple[list[PeerCall], list[int]]:
     each one's 1-based number among all the run's calls (where a rule fires, in the run)."""
     seen: list[PeerCall] = []
     numbers: list[int] = []
-    every = (c for t in turns for c in t.calls)
-    for number, c in enumerate(every, start=1):
+    every = ((turn, c) for turn, t in enumerate(turns, start=1) for c in t.calls)
+    for number, (turn, c) in enumerate(every, start=1):
         if c.rejected_message:
             continue
         seen.append(
@@ -177,6 +177,7 @@ def peer_calls(turns: Sequence[Turn]) -> tuple[list[PeerCall], list[int]]:
                 arguments=c.arguments_fingerprint,
                 failed=str(c.status) == "error",
                 error_text=c.error_text,
+                turn=turn,
             )
         )
         numbers.append(number)

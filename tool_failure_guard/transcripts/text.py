@@ -31,6 +31,9 @@ _PEER_HEADS = {
     "opencode_roo": "oc/roo",
     "goose": "goose",
     "qwen_code": "qwen",
+    "qwen_code_repeated_error": "qwen#10916",
+    "cline_mistakes": "cline",
+    "crush_repeated_steps": "crush",
 }
 _RESULT = {"succeeded": "ok", "failed": "failed", "not_recorded": "-"}
 _SURROGATE = re.compile("[\ud800-\udfff]")
