@@ -13,6 +13,7 @@ would have saved.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 
 import attrs
@@ -82,6 +83,10 @@ class RunResult:
     modes: tuple[ModeResult, ...]
     saved: Saved | None  #: None when enforce would not have stopped
     peers: dict[str, int | None]  #: peer key -> 1-based call at which its rule fires
+    #: the most failures after running (error / error) of one key (tool, error type) in
+    #: the run, in any order: below the guard's threshold the guard cannot remind
+    key_failures: int = 0
+    rejected_messages: int = 0  #: records standing for a rejected message (mini-swe-agent)
     #: stop rule -> what its stop leaves unrun, for each rule that stops this run:
     #: ``guard_<mode>`` (a real stop in that mode, no would-stop) and every peer key
     stops: dict[str, Saved] = attrs.field(factory=dict)
@@ -189,6 +194,15 @@ def _fires(rule: Rule, seen: list[PeerCall], numbers: list[int]) -> int | None:
     return None if at is None else numbers[at - 1]
 
 
+def _key_failures(calls: Sequence[ImportedCall]) -> int:
+    keys = Counter(
+        (c.tool, c.error_type)
+        for c in calls
+        if str(c.status) == "error" and str(c.execution_status) == "error"
+    )
+    return max(keys.values(), default=0)
+
+
 def _turn_of(turns: Sequence[Turn], call: int) -> int:
     """The 1-based turn holding the run's ``call``-th call."""
     total = 0
@@ -249,5 +263,7 @@ def replay_run(run: Run, profile: Profile | None = None) -> RunResult:
         saved=None if enforce is None or enforce.would else _saved(turns, enforce),
         peers=peers,
         stops=_stops(turns, modes, peers),
+        key_failures=_key_failures(every),
+        rejected_messages=sum(1 for c in every if c.rejected_message),
         content=turns[point.turn - 1].calls if point is not None else (),
     )
