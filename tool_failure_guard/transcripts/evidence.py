@@ -59,6 +59,16 @@ CORPORA: Final[dict[str, Corpus]] = {
         "trajectories' own terms are not stated",
         in_repository="no: 110 MB, and the trajectories carry no licence of their own",
     ),
+    "swe-agent-demonstrations": Corpus(
+        title="SWE-agent's own demonstration trajectories (curated runs that submitted: no "
+        "failed run, so only the false-stop bound; SWE-agent records no exit code, so a "
+        "failure is read from the observation's text and some are missed: "
+        "docs/transcripts.md)",
+        source="https://github.com/SWE-agent/SWE-agent, folder `trajectories/demonstrations/`",
+        commit="3ea751c087f32b16e039a2233dd6eefecef325d5",
+        licence="MIT (the repository's LICENSE)",
+        in_repository="no: 1.5 MB, read from its repository at the commit named",
+    ),
     FIXTURES: Corpus(
         title="this repository's transcript fixtures: NOT published logs, but logs the agents "
         "wrote here against scripted models (tests/fixtures/transcripts/README.md)",
@@ -91,14 +101,22 @@ def _guard_sentence(results: Sequence[RunResult], reminded: int, stopped: int) -
             f"The guard reminds in {reminded} runs and stops {stopped} in enforce. The most "
             f"failures of one key (tool, error type) in a run: {most}."
         )
-    return (
+    rule = (
         f"**The guard never fires here.** It reminds only after {threshold} failures after "
         "running of one key (tool, error type) in a row: a failure of another key starts a "
-        "new streak and a success of the key ends it. The most any run has of one key, in "
-        f"any order, is {most}; {reaching} run{'' if reaching == 1 else 's'} reach "
-        f"{threshold} at all, and in none of them do {threshold} come in a row. Here the "
-        "model changes its command or meets a different kind of failure long before: its "
-        "failing steps are spread between successful ones, not one loop on one error type."
+        "new streak and a success of the key ends it. "
+    )
+    if not reaching:
+        return rule + (
+            f"No run has {threshold} failures of one key at all (the most is {most}): these "
+            "runs rarely fail, and never on one thing for long."
+        )
+    return rule + (
+        f"The most any run has of one key, in any order, is {most}; {reaching} "
+        f"run{'' if reaching == 1 else 's'} reach {threshold} at all, and in none of them do "
+        f"{threshold} come in a row. Here the model changes its command or meets a different "
+        "kind of failure long before: its failing steps are spread between successful ones, "
+        "not one loop on one error type."
     )
 
 
@@ -123,6 +141,8 @@ def section(name: str, path: str) -> list[str]:
         + ".",
         f"- Licence: {corpus.licence}. In this repository: {corpus.in_repository}.",
         f"- Outcomes from: {', '.join(decided)}. Replayed as: {profiles}.",
+        f"- Files: {len(found.sources)} transcripts read, {len(found.skipped)} other files "
+        "skipped (not a transcript of a known kind: READMEs, run logs, predictions).",
         "",
         "| runs | succeeded | failed | not recorded | turns | batches | calls | failed calls "
         "| rejected messages (one record each) |",
@@ -173,11 +193,14 @@ HEADER = [
     'fires at. How this relates to the shadow week: docs/rollout.md, "Before the shadow '
     'week".',
     "",
-    "To make it again: fetch each published corpus at the commit its section names (e.g. "
-    "`git clone https://github.com/gruckion/mini-swe-agent && git -C mini-swe-agent "
-    "checkout d12a71affd95403b036b2bdbd827349b77bfffb9`), then from this repository's root "
-    "run `python -m tool_failure_guard.transcripts.evidence --corpus "
-    "gemini-3-pro-mini-1.15=mini-swe-agent/swebench_results/20251118_gemini-3-pro-74pct`. "
+    "To make it again: fetch each published corpus at the commit its section names "
+    "(`git clone https://github.com/gruckion/mini-swe-agent && git -C mini-swe-agent "
+    "checkout d12a71affd95403b036b2bdbd827349b77bfffb9`; `git clone "
+    "https://github.com/SWE-agent/SWE-agent && git -C SWE-agent checkout "
+    "3ea751c087f32b16e039a2233dd6eefecef325d5`), then from this repository's root run "
+    "`python -m tool_failure_guard.transcripts.evidence --corpus "
+    "gemini-3-pro-mini-1.15=mini-swe-agent/swebench_results/20251118_gemini-3-pro-74pct "
+    "--corpus swe-agent-demonstrations=SWE-agent/trajectories/demonstrations`. "
     "The fixtures' section is always made from the repository "
     "(`tests/test_transcripts_evidence.py` checks it is what the command gives).",
     "",
