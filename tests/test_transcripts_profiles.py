@@ -71,6 +71,7 @@ def test_every_importer_kind_has_a_profile() -> None:
     assert BY_KIND["qwen-code"] == "acp"
     with pytest.raises(ValueError, match="unknown profile 'cap'"):
         profile("cap")
+    assert for_kind("some-new-agent").name == "adapter"
 
 
 @pytest.mark.parametrize("path", HOOK_LOGS, ids=lambda p: p.parent.name)
