@@ -56,6 +56,12 @@ LOGGER_NAME = "tool_failure_guard"
 #: The modes in which an adapter's protections act (stop a run, hold a call back).
 ACTING_MODES: frozenset[GuardMode] = frozenset({GuardMode.WARN, GuardMode.ENFORCE})
 
+#: Every adapter's defaults for ``tool_call_cap`` and ``invalid_params_limit``: off, since
+#: each framework counts turns and retries itself.  The adapters' constructors take these
+#: as their defaults, and ``transcripts --profile adapter`` replays logs with them.
+DEFAULT_TOOL_CALL_CAP: int | None = None
+DEFAULT_INVALID_PARAMS_LIMIT: int | None = None
+
 
 def limit_option(name: str, value: object) -> int | None:
     """``value`` when it is None (the protection is off) or an int of at least 1.

@@ -21,6 +21,7 @@ import attrs
 from tool_failure_guard.transcripts import verdicts
 from tool_failure_guard.transcripts.importers import importer
 from tool_failure_guard.transcripts.model import Run, TranscriptError
+from tool_failure_guard.transcripts.profiles import Profile
 from tool_failure_guard.transcripts.replay import RunResult, replay_run
 from tool_failure_guard.transcripts.walk import Progress, Skipped, Source, discover
 
@@ -73,8 +74,12 @@ def collect(
     kind: str | None,
     streams: Path | None = None,
     progress: bool | None = False,
+    profile: Profile | None = None,
 ) -> Collected:
-    """Read and replay every run under ``paths`` (see the module's docstring)."""
+    """Read and replay every run under ``paths`` (see the module's docstring).
+
+    ``profile``: replay every run with it (``--profile``); None: each with its agent's.
+    """
     found = discover(paths, kind, streams)
     chosen, conflicts = verdicts.merge(found.verdicts)
     skipped = list(found.skipped)
@@ -103,7 +108,7 @@ def collect(
             run = _with(run, source, chosen)
             used += run.outcome_from in (verdicts.REPORT, verdicts.SUMMARY)
             batches += sum(1 for t in run.turns if t.calls)
-            results.append(replay_run(run))
+            results.append(replay_run(run, profile))
         shown.update(number, len(results), batches)
     shown.done()
     if not results:
