@@ -20,7 +20,6 @@ only on what it can tell is its own:
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
@@ -58,13 +57,17 @@ class StateError(OSError):
 
 def ensure_state_folder(directory: Path) -> None:
     """Create ``directory`` (0700, marked) or check that it is the guard's; else StateError."""
-    with contextlib.suppress(FileExistsError):
-        directory.parent.mkdir(parents=True, exist_ok=True)
     created = True
     try:
         os.mkdir(directory, 0o700)
     except FileExistsError:
         created = False
+    except FileNotFoundError:  # its parents first (with the default modes)
+        directory.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.mkdir(directory, 0o700)
+        except FileExistsError:
+            created = False
     info = os.lstat(directory)
     name = repr(str(directory))
     if stat.S_ISLNK(info.st_mode):
@@ -118,9 +121,13 @@ def _foreign_entry(directory: Path) -> str | None:
             if number >= MAX_PRUNE_SCAN:
                 return f"more than {MAX_PRUNE_SCAN} entries"
             name = entry.name
-            if name == MARKER_NAME or WORKER_FILE.fullmatch(name) or TEMP_FILE.fullmatch(name):
+            if (
+                name == MARKER_NAME
+                or re.fullmatch(WORKER_FILE, name)
+                or re.fullmatch(TEMP_FILE, name)
+            ):
                 continue
-            if SESSION_FILE.fullmatch(name) and _is_state_file(entry.path, allow_empty=True):
+            if re.fullmatch(SESSION_FILE, name) and _is_state_file(entry.path, allow_empty=True):
                 continue
             return name
     return None
@@ -214,11 +221,11 @@ def prune(directory: Path, *, keep: Path | None = None, now: float | None = None
                     or now - info.st_mtime <= PRUNE_AFTER_S
                 ):
                     continue
-                if WORKER_FILE.fullmatch(name) and name.endswith(".lock"):
+                if re.fullmatch(WORKER_FILE, name) and name.endswith(".lock"):
                     removed += _is_unheld_lock(entry.path)
                     continue
-                if (SESSION_FILE.fullmatch(name) and _is_state_file(entry.path)) or (
-                    TEMP_FILE.fullmatch(name) and _is_temp_file(entry.path)
+                if (re.fullmatch(SESSION_FILE, name) and _is_state_file(entry.path)) or (
+                    re.fullmatch(TEMP_FILE, name) and _is_temp_file(entry.path)
                 ):
                     os.unlink(entry.path)
                     removed += 1

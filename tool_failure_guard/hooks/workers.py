@@ -26,6 +26,7 @@ import contextlib
 import fcntl
 import json
 import os
+import re
 import signal
 import time
 
@@ -128,7 +129,7 @@ def list_workers(directory: str) -> list[WorkerInfo]:
     key = channel.install_key()
     found = []
     for name in names:
-        if not (WORKER_FILE.fullmatch(name) and name.endswith(".lock")):
+        if not (re.fullmatch(WORKER_FILE, name) and name.endswith(".lock")):
             continue
         fd = _open(os.path.join(directory, name))
         if fd is None:
