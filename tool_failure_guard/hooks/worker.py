@@ -141,6 +141,14 @@ def _serve_one(conn: socket.socket, directory: str, refusal: str | None = None) 
         conn.sendall(data)
 
 
+def _changed(watched: list[str], stamps: list[tuple[str, int, int, int]]) -> bool:
+    """Whether the installed code differs from the code this worker started with."""
+    try:
+        return channel.code_stamps(watched) != stamps
+    except OSError:  # the package folder is gone (uninstalled): not the code it serves
+        return True
+
+
 def _same_file(path: str, identity: tuple[int, int]) -> bool:
     try:
         info = os.lstat(path)
@@ -194,12 +202,12 @@ def serve(directory: str, *, idle_s: float = IDLE_EXIT_S, lock_fd: int | None = 
                 if (
                     time.monotonic() - last >= idle_s
                     or not _same_file(real, identity)
-                    or channel.code_stamps(watched) != stamps
+                    or _changed(watched, stamps)
                 ):
                     break
                 continue
             with conn:
-                if channel.code_stamps(watched) != stamps:
+                if _changed(watched, stamps):
                     # retire first (socket gone, lock free): the client starts a new worker
                     with contextlib.suppress(OSError):
                         if _same_file(real, identity):
