@@ -94,3 +94,29 @@ def test_a_pid_that_is_not_the_folders_worker_is_never_signalled(
     finally:
         bystander.kill()
         bystander.wait()
+
+
+def test_a_request_that_trickles_is_cut_at_the_read_bound(folder: Path) -> None:
+    """One client sending a byte at a time cannot hold the worker past its 5 s read bound."""
+    import socket
+
+    from tool_failure_guard.hooks.worker import _READ_TIMEOUT_S
+
+    worker = _start(folder)
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as slow:
+        slow.connect(str(folder / channel.socket_name(channel.install_key())))
+        started = time.monotonic()
+        reply = b""
+        slow.settimeout(0.5)
+        while time.monotonic() - started < 4 * _READ_TIMEOUT_S:
+            try:
+                slow.sendall(b" ")
+                reply = slow.recv(4096)
+            except TimeoutError:
+                continue
+            except OSError:
+                break
+            if reply:
+                break
+    assert json.loads(reply) == {"refused": "TimeoutError"}
+    assert worker.poll() is None  # it serves on

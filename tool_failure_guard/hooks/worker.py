@@ -88,11 +88,19 @@ def _peer_is_us(conn: socket.socket) -> bool:
 
 
 def _read_request(conn: socket.socket) -> bytes:
-    """The whole request (to the client's end of sending), or a ValueError past the bound."""
+    """The whole request (to the client's end of sending), or a ValueError past the bound.
+
+    The whole of it within :data:`_READ_TIMEOUT_S` (a TimeoutError else), however it trickles.
+    """
     bound = channel.MAX_HEADER_BYTES + MAX_PAYLOAD_BYTES + 2
+    deadline = time.monotonic() + _READ_TIMEOUT_S
     chunks: list[bytes] = []
     size = 0
     while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError(f"request not sent within {_READ_TIMEOUT_S:g} s")
+        conn.settimeout(left)
         chunk = conn.recv(65536)
         if not chunk:
             return b"".join(chunks)
