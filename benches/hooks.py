@@ -75,7 +75,7 @@ def _wait_for_worker(folder: Path) -> None:
 
 
 def _stop_worker(folder: Path) -> None:
-    """Kill the folder's worker (its pid is in its lock file) and wait until it is gone."""
+    """Kill the folder's worker (its pid is in its lock file's record) and wait until it is gone."""
     import fcntl
 
     path = _lock(folder)
@@ -91,10 +91,9 @@ def _stop_worker(folder: Path) -> None:
                 return  # nobody holds the lock: no worker lives
             except BlockingIOError:
                 pass
-            text = os.pread(fd, 32, 0).decode().strip()
-            if text.isdigit():
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(int(text), signal.SIGKILL)
+            with contextlib.suppress(ValueError, ProcessLookupError):  # its record: JSON
+                pid = json.loads(os.pread(fd, 4096, 0))["pid"]
+                os.kill(int(pid), signal.SIGKILL)
         finally:
             os.close(fd)
         time.sleep(0.005)

@@ -1,7 +1,8 @@
 """Finding and stopping the hook's warm workers a test started (none outlives a test).
 
-A worker's lock file (``worker-KEY.lock`` in its state folder) holds its pid; a pid is
-killed only when its command line is a worker's for that very folder (a pid can be reused).
+A worker's lock file (``worker-KEY.lock`` in its state folder) marks a folder that had
+workers; their pids are read from ``/proc`` (every one, lock or not), and a pid is killed
+only when its command line is a worker's for that very folder (a pid can be reused).
 """
 
 from __future__ import annotations

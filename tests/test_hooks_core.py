@@ -19,6 +19,7 @@ from tool_failure_guard.hooks.payload import MAX_PAYLOAD_BYTES, PayloadError, pa
 from tool_failure_guard.hooks.prompt import PromptSession
 from tool_failure_guard.hooks.run import HookOptions, run_hook
 from tool_failure_guard.hooks.state import StateStore, session_file_name
+from tool_failure_guard.hooks.state_folder import MARKER_NAME
 
 # -- payload ---------------------------------------------------------------------------
 
@@ -138,7 +139,8 @@ def test_a_new_session_prunes_session_files_older_than_a_week(tmp_path: Path) ->
     (tmp_path / "notes.txt").write_text("not a session")
     with store.session("new") as state:
         state["x"] = 1
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["new.json", "notes.txt", "recent.json"]
+    names = sorted(p.name for p in tmp_path.iterdir() if p.name != MARKER_NAME)
+    assert names == ["new.json", "notes.txt", "recent.json"]
 
 
 _COUNTER = """

@@ -18,7 +18,7 @@ from __future__ import annotations
 import importlib
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from tool_failure_guard.hooks.clis import HOOK_CLIS
@@ -74,6 +74,25 @@ class HookOptions:
         self.mode = str(mode)
         self.state_dir = state_dir
         self.telemetry = telemetry  #: a ``--telemetry`` spec (``file:PATH``), or None
+
+    def to_header(self) -> dict[str, str | None]:
+        """Every field, as the client's header to the warm worker carries it (JSON text)."""
+        return {
+            name: None if value is None else str(value)
+            for name in self.__slots__
+            for value in (getattr(self, name),)
+        }
+
+    @classmethod
+    def from_header(cls, header: Mapping[str, Any]) -> HookOptions:
+        """The options a header names (:meth:`to_header`); a ValueError for anything else."""
+        unknown = sorted(set(header) - set(cls.__slots__))
+        if unknown or not all(v is None or isinstance(v, str) for v in header.values()):
+            raise ValueError(f"not hook options: unknown {unknown} or a value not text")
+        values = dict(header)
+        if values.get("state_dir") is not None:
+            values["state_dir"] = Path(values["state_dir"])
+        return cls(**values)
 
 
 def _say(cli: str, message: str, stderr: IO[str]) -> None:
