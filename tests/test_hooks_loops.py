@@ -433,3 +433,51 @@ def test_the_summary_says_what_the_session_did(tmp_path: Path) -> None:
         "loops": 2,
         "updated": s.clock,
     }
+
+
+# -- Qwen Code's subagents ------------------------------------------------------------------
+
+
+def _qwen_batch(ids: Sequence[str], agent: str | None, prompt: str = "p") -> dict[str, Any]:
+    entries = [
+        {
+            "tool_call_id": call_id,
+            "tool_name": "read_file",
+            "status": "error",
+            "tool_response": {"execution_status": "error", "error_type": "file_not_found"},
+        }
+        for call_id in ids
+    ]
+    more = {"agent_id": agent, "agent_type": "general-purpose"} if agent else {}
+    return {"hook_event_name": "PostToolBatch", "prompt_id": prompt, "tool_calls": entries, **more}
+
+
+def test_a_qwen_subagent_settles_at_its_batch_and_its_stop_is_context_and_a_notice() -> None:
+    from tool_failure_guard.guard import REPEATED_TOOL_FAILURE_STOP_MESSAGE
+    from tool_failure_guard.hooks import qwen_code
+
+    loops = SessionLoops("enforce")
+    submit = {"hook_event_name": "UserPromptSubmit", "prompt_id": "p", "prompt": "go"}
+    assert handle_event(qwen_code, submit, loops).answer is None
+    agent = "general-purpose-call_u001"
+    answers = [
+        handle_event(qwen_code, _qwen_batch([f"s{n}a", f"s{n}b", f"s{n}c", f"s{n}d"], agent), loops)
+        for n in range(4)
+    ]
+    contexts = [
+        a.answer["hookSpecificOutput"]["additionalContext"] if a.answer else "" for a in answers
+    ]
+    # the subagent's own streak: the reminder at its 2nd response, the stop at its 3rd, as
+    # context (no answer stops a Qwen subagent), and again at every later response
+    assert contexts[0] == ""
+    assert contexts[1] == REPEATED_TOOL_FAILURE_REMINDER
+    assert contexts[2] == contexts[3] == REPEATED_TOOL_FAILURE_STOP_MESSAGE
+    assert all(a.answer is None or "continue" not in a.answer for a in answers)
+    # the main loop's own calls are untouched; its next request carries the notice, once
+    assert loops.main.batches == [] and loops.main.pending == {}
+    handle_event(qwen_code, _qwen_batch(["m1"], None), loops)
+    told = handle_event(qwen_code, submit, loops).answer
+    assert told is not None and agent in told["hookSpecificOutput"]["additionalContext"]
+    assert told["hookSpecificOutput"]["hookEventName"] == "UserPromptSubmit"
+    assert handle_event(qwen_code, submit, loops).answer is None
+    assert [len(batch) for batch in loops.main.batches] == [1]  # the main agent's own call

@@ -149,8 +149,12 @@ def test_shadow_sends_the_model_exactly_what_off_sends(tmp_path: Path) -> None:
     states = list(_state("shadow", tmp_path).glob("*.json"))
     assert len(states) == 1
     stored = json.loads(states[0].read_text(encoding="utf-8"))
-    assert len(stored["state"]["prompt"]["batches"]) == 4, stored
-    assert not list(_state("off", tmp_path).glob("*.json"))
+    assert len(stored["state"]["loops"]["loops"][""]["batches"]) == 4, stored
+    # off registered its install only (a managed off wins over others), applied nothing
+    assert all(
+        "loops" not in json.loads(p.read_text())["state"]
+        for p in _state("off", tmp_path).glob("*.json")
+    )
 
 
 def test_a_recovered_run_continues(tmp_path: Path) -> None:

@@ -194,7 +194,8 @@ class SessionLoops:
 def handle_event(module: CliModule, payload: Mapping[str, Any], loops: SessionLoops) -> Handled:
     """The meaning of one event: ``module.handle`` against the event's own loop.
 
-    A subagent's newly decided stop leaves a notice for the main loop; the main
+    A subagent's newly decided stop (the core's ``Stop``, however the CLI module
+    answers it to the subagent) leaves a notice for the main loop; the main
     loop's next event among the module's ``NOTICE_EVENTS`` answers the notices
     as ``additionalContext`` (beside its own reminder, if any; a stop of the main
     loop itself is answered as it is, and the notices are dropped with the run).
@@ -204,16 +205,14 @@ def handle_event(module: CliModule, payload: Mapping[str, Any], loops: SessionLo
     handled = module.handle(payload, session)
     event = payload.get("hook_event_name")
     if loop_id != MAIN:
-        answer = handled.answer
         settled = handled.settled
-        if (
-            answer is not None
-            and answer.get("continue") is False
-            and settled is not None
-            and settled.batch is not None  # decided now, not a stored stop answered again
-        ):
-            stop_text = str(answer.get("stopReason") or "")
-            loops.notify(notice_text(loop_id, _name(payload, "agent_type"), stop_text))
+        # a stop decided now (not a stored one answered again): the main loop is told
+        if settled is not None and settled.batch is not None:
+            from tool_failure_guard.core import Stop
+
+            if isinstance(settled.action, Stop):
+                text = notice_text(loop_id, _name(payload, "agent_type"), settled.action.shown_text)
+                loops.notify(text)
         return handled
     if not loops.notices or event not in getattr(module, _NOTICE_EVENTS_ATTR, ()):
         return handled
