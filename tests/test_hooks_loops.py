@@ -352,6 +352,7 @@ def test_a_managed_off_install_switches_the_others_off(
     answers = [s.batch([managed_off, user]) for _ in range(4)]
     assert answers == [[None, None]] * 4
     assert "loops" not in s.state()  # nothing applied
+    assert s.state()["summary"]["mode"] == "off"
     # a managed claim its file does not hold ranks as a project's: below the user's install
     only_user = {"user": 2}
     monkeypatch.setattr(installs, "verified_rank", lambda c, scope, a: only_user.get(scope, 1))

@@ -154,7 +154,9 @@ def _handle(
         state[_INSTALLS_KEY] = installs.to_state()
         mode = installs.effective_mode(now) or options.mode
         if options.mode == "off" or mode == "off":
-            return None  # registered (a managed ``off`` wins); nothing applied
+            # registered (a managed ``off`` wins); nothing applied
+            state[_SUMMARY_KEY] = summary(state.get(_SUMMARY_KEY), payload, None, mode, None, now)
+            return None
         applied = AppliedEvents.from_state(state.get(_EVENTS_KEY))
         key = event_key(payload)
         seen, answer = applied.seen(key, request)
@@ -185,24 +187,27 @@ def _handle(
         applied.remember(key, request, handled.answer)
         state[_EVENTS_KEY] = applied.to_state()
         state[_LOOPS_KEY] = loops.to_state()
-        state[_SUMMARY_KEY] = summary(state.get(_SUMMARY_KEY), payload, handled, mode, loops, now)
+        state[_SUMMARY_KEY] = summary(
+            state.get(_SUMMARY_KEY), payload, handled, mode, len(loops), now
+        )
     return handled.answer
 
 
 def summary(
     previous: Any,
     payload: Mapping[str, Any],
-    handled: Handled,
+    handled: Handled | None,
     mode: str,
-    loops: SessionLoops,
+    loops: int | None,
     now: float,
 ) -> dict[str, Any]:
-    """The state's ``summary`` (what ``hook status`` shows): events applied, the last one, the
-    last settled batch's decision (a ``DecisionKind`` value), the effective mode, the loops."""
+    """The state's ``summary`` (what ``hook status`` shows): events seen, the last one, the
+    last settled batch's decision (a ``DecisionKind`` value), the effective mode, the loops
+    (``handled`` None: an event not applied, in ``off``; ``loops`` None: as before)."""
     before = previous if isinstance(previous, dict) else {}
     events = before.get("events")
     decision = before.get("last_decision")
-    settled = handled.settled
+    settled = handled.settled if handled is not None else None
     if settled is not None:
         step = getattr(settled.action, "guard_step", None)
         if step is not None:
@@ -217,7 +222,7 @@ def summary(
         "last_event": event[:64] if isinstance(event, str) else "",
         "last_decision": decision if isinstance(decision, str) else None,
         "mode": mode,
-        "loops": len(loops),
+        "loops": loops if loops is not None else _count(before.get("loops")),
         "updated": now,
     }
 
@@ -241,3 +246,7 @@ def main(
         argv=argv,
     )
     return run_hook(options, sys.stdin.buffer, sys.stdout, sys.stderr)
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
