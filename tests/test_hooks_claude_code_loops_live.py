@@ -76,6 +76,34 @@ def test_a_stubborn_subagent_is_stopped_alone_and_its_parent_is_told(
     _not_stopped(run)
 
 
+def test_a_stubborn_background_subagent_is_told_at_its_task_notification(
+    tmp_path: Path,
+) -> None:
+    def main(ws: Path) -> list[Turn]:
+        return [Turn(text="Delegating.", calls=(agent(SUB, background=True),))]
+
+    def agents(ws: Path) -> dict[str, Sequence[Turn]]:
+        return {SUB: [_failing(ws)] * 8}
+
+    run = run_claude(
+        main,
+        mode="enforce",
+        base=tmp_path,
+        agents=agents,
+        version=CLAUDE_NEWEST_VERSION,
+        allowed=TOOLS,
+    )
+    assert run.reminded_in(SUB) == [4], run.stderr[-2000:]
+    assert len(run.agents[SUB]) == 5
+    # the Agent call returned at once; the subagent's completion came as a
+    # <task-notification> prompt, whose request carries the guard's stop text
+    last = len(run.requests) - 1
+    assert run.carrying(STOP_TEXT) == [last]
+    assert "task-notification" in json.dumps(run.requests[last]["messages"][-1])
+    assert run.reminded_in() == []
+    _not_stopped(run)
+
+
 def _around_a_subagent(version: str | None = None) -> Callable[[Path], list[Turn]]:
     """The main agent fails 3 batches of 2, delegates, then fails on (the issue's scenario:
     the subagent's first failures used to complete the parent's streak)."""
