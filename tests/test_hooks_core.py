@@ -342,7 +342,7 @@ def test_a_damaged_prompt_state_resets_the_streak(tmp_path: Path) -> None:
 
 def test_a_bad_hook_command_line_fails_open_with_status_0() -> None:
     exe = Path(sys.executable).parent / "tool-failure-guard"
-    for extra in (["--mode", "bogus"], ["--nope"], ["--state-dir"]):
+    for extra in (["--mode", "bogus"], ["--nope"], ["--state-dir"], ["--scope", "bogus"]):
         done = subprocess.run(
             [str(exe), "hook", "claude-code", *extra],
             input=b"{}",

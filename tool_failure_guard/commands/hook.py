@@ -134,6 +134,11 @@ def _handle_options(sub: argparse.ArgumentParser, cli: str) -> None:
         help=f"the private state folder (default $XDG_STATE_HOME/tool-failure-guard/hooks/{cli})",
     )
     sub.add_argument("--telemetry", metavar="SPEC", help="telemetry sink: file:PATH, otlp")
+    sub.add_argument(
+        "--scope",
+        choices=_SCOPES,
+        help="the scope the installer wrote (its rank when several installs reach a session)",
+    )
 
 
 def _target_options(sub: argparse.ArgumentParser, cli: str) -> None:
@@ -155,7 +160,10 @@ def run(args: argparse.Namespace) -> int:
     if args.hook_action == "handle":
         from tool_failure_guard.hooks.client import main
 
-        return main(args.hook_cli, args.mode, args.state_dir, args.telemetry)
+        argv = (sys.argv[0] if sys.argv else "", "hook", args.hook_cli)
+        return main(
+            args.hook_cli, args.mode, args.state_dir, args.telemetry, scope=args.scope, argv=argv
+        )
     from tool_failure_guard.hooks import install as installer
 
     module = _module(args.hook_cli)
