@@ -177,12 +177,15 @@ def _handle(
         if options.telemetry is not None and session is not None and reported:
             from tool_failure_guard.hooks.report import report_event
 
+            # a subagent's loop reports under its own prompt id (its parent's and its agent's)
+            own = f"{session.prompt_id or 'unknown'}:{loop_id}" if loop_id else None
             report_event(
                 options.telemetry,
                 route=module.ROUTE,
                 session=session,
                 handled=handled,
                 wall_time_s=max(0.0, now - started),
+                prompt_id=own,
             )
         applied.remember(key, request, handled.answer)
         state[_EVENTS_KEY] = applied.to_state()
