@@ -67,12 +67,18 @@ def loop_id_of(payload: Mapping[str, Any]) -> str:
     return _name(payload, "agent_id")
 
 
-def notice_text(agent_id: str, agent_type: str, stop_text: str) -> str:
-    """What the main loop's model is told of a subagent the guard stopped."""
+def notice_text(agent_id: str, agent_type: str, stop_text: str, *, ended: bool = True) -> str:
+    """What the main loop's model is told of a subagent the guard stopped (``ended``: the
+    CLI ended it, as Claude Code does; else it was only told the stop text, as in Qwen Code)."""
     kind = f" ({agent_type})" if agent_type else ""
+    if ended:
+        return (
+            f"tool-failure-guard stopped the subagent {agent_id}{kind}; "
+            f"its result is empty because of this stop: {stop_text}"
+        )
     return (
-        f"tool-failure-guard stopped the subagent {agent_id}{kind}; "
-        f"its result is empty because of this stop: {stop_text}"
+        f"tool-failure-guard stopped the subagent {agent_id}{kind} (told to stop; this CLI "
+        f"lets no hook end it, so it may have gone on): {stop_text}"
     )
 
 
@@ -211,7 +217,9 @@ def handle_event(module: CliModule, payload: Mapping[str, Any], loops: SessionLo
             from tool_failure_guard.core import Stop
 
             if isinstance(settled.action, Stop):
-                text = notice_text(loop_id, _name(payload, "agent_type"), settled.action.shown_text)
+                ended = getattr(module, "SUBAGENT_STOP_ENDS_IT", True) is True
+                agent_type = _name(payload, "agent_type")
+                text = notice_text(loop_id, agent_type, settled.action.shown_text, ended=ended)
                 loops.notify(text)
         return handled
     if not loops.notices or event not in getattr(module, _NOTICE_EVENTS_ATTR, ()):

@@ -54,6 +54,8 @@ EVENTS: Final = ("UserPromptSubmit", "PostToolBatch", "Stop")
 #: The main loop's events whose ``additionalContext`` reaches its next request: where the
 #: notice of a subagent the guard stopped goes (:mod:`tool_failure_guard.hooks.loops`).
 NOTICE_EVENTS: Final = ("UserPromptSubmit",)
+#: No hook answer ends a Qwen Code subagent: its stop is told to it (and to the main loop).
+SUBAGENT_STOP_ENDS_IT: Final = False
 #: Installed only with ``--telemetry`` (their one use is the prompt record).
 TELEMETRY_EVENTS: Final = ("Stop",)
 #: The events whose installed group has ``matcher: "*"`` (every tool).
