@@ -205,3 +205,31 @@ def test_the_summary_says_what_the_session_did(tmp_path: Path) -> None:
         "loops": 2,
         "updated": s.clock,
     }
+
+
+def test_the_worker_registers_the_install_its_client_names(tmp_path: Path) -> None:
+    # the batch events go to the warm worker: the header carries the install's scope and
+    # command line, so the worker registers the install the hook's process would
+    from tool_failure_guard.hooks.worker import handle_request
+
+    directory = tmp_path / "st"
+    argv = [_EXE, "hook", "claude-code", "--mode", "warn", "--scope", "plugin"]
+    header = {
+        "cli": "claude-code",
+        "mode": "warn",
+        "state_dir": str(directory),
+        "request": "r1",
+        "scope": "plugin",
+        "argv": argv,
+    }
+    batch = {"hook_event_name": "PostToolBatch", "session_id": "s", "prompt_id": "p"}
+    batch["tool_calls"] = [{"tool_use_id": "a", "tool_name": "Read", "tool_response": "x"}]
+    data = json.dumps(header).encode() + b"\n" + json.dumps(batch).encode()
+    assert handle_request(data, str(directory)) == {"stdout": "", "stderr": ""}
+    state = Session(directory).state()
+    assert state["installs"] == {
+        install_key(argv, "plugin", "warn"): ["plugin", "warn", 2, state["summary"]["updated"], "p"]
+    }
+    bad = dict(header, argv="not a list")
+    refused = handle_request(json.dumps(bad).encode() + b"\n{}", str(directory))
+    assert "refused" in refused
