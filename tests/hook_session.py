@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from tool_failure_guard.guard import REPEATED_TOOL_FAILURE_REMINDER
-from tool_failure_guard.hooks.run import HookOptions, run_hook
+from tool_failure_guard.hooks.run import HookOptions, join_command, run_hook
 from tool_failure_guard.hooks.state import StateStore
 
 EXE = "/opt/guard/bin/tool-failure-guard"
@@ -29,7 +29,11 @@ class Session:
         argv = [exe, "hook", "claude-code", "--mode", mode]
         argv += ["--scope", scope] if scope else []
         return HookOptions(
-            cli="claude-code", mode=mode, state_dir=self.root, scope=scope, argv=argv
+            cli="claude-code",
+            mode=mode,
+            state_dir=self.root,
+            scope=scope,
+            command=join_command(argv),
         )
 
     def send(

@@ -220,7 +220,7 @@ def test_the_worker_registers_the_install_its_client_names(tmp_path: Path) -> No
         "state_dir": str(directory),
         "request": "r1",
         "scope": "plugin",
-        "argv": argv,
+        "command": "\0".join(argv),
     }
     batch = {"hook_event_name": "PostToolBatch", "session_id": "s", "prompt_id": "p"}
     batch["tool_calls"] = [{"tool_use_id": "a", "tool_name": "Read", "tool_response": "x"}]
@@ -230,6 +230,6 @@ def test_the_worker_registers_the_install_its_client_names(tmp_path: Path) -> No
     assert state["installs"] == {
         install_key(argv, "plugin", "warn"): ["plugin", "warn", 2, state["summary"]["updated"], "p"]
     }
-    bad = dict(header, argv="not a list")
+    bad = dict(header, command=["not", "text"])
     refused = handle_request(json.dumps(bad).encode() + b"\n{}", str(directory))
     assert "refused" in refused

@@ -148,7 +148,8 @@ def main(
         from tool_failure_guard.hooks.run import main as in_process
 
         return in_process(cli, mode, state_dir, telemetry, scope=scope, argv=argv)
-    install = {"scope": scope, "argv": list(argv)}
+    # the install's own fields, as HookOptions holds them (its words joined by NUL)
+    install = {"scope": scope, "command": "\0".join(argv) if argv else None}
     data = sys.stdin.buffer.read(MAX_PAYLOAD_BYTES + 1)
     if not _routed(cli, data):
         return _handle_here(cli, mode, state_dir, io.BytesIO(data), None, install)
@@ -192,7 +193,7 @@ def _handle_here(
         mode=mode,
         state_dir=Path(state_dir) if state_dir else None,
         scope=install["scope"],
-        argv=install["argv"],
+        command=install["command"],
     )
     return run_hook(options, stdin, sys.stdout, sys.stderr, request=request)
 

@@ -64,7 +64,7 @@ MODES: Final = ("off", "shadow", "warn", "enforce")
 class HookOptions:
     """What the installed command line says: the mode, the state folder, the telemetry."""
 
-    __slots__ = ("argv", "cli", "mode", "scope", "state_dir", "telemetry")
+    __slots__ = ("cli", "command", "mode", "scope", "state_dir", "telemetry")
 
     def __init__(
         self,
@@ -74,7 +74,7 @@ class HookOptions:
         state_dir: Path | None = None,
         telemetry: str | None = None,
         scope: str | None = None,
-        argv: Sequence[str] = (),
+        command: str | None = None,
     ) -> None:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
@@ -85,9 +85,20 @@ class HookOptions:
         #: the ``--scope`` the installer wrote (``managed``, ``user``, ``plugin``,
         #: ``project``, ``settings``; :mod:`tool_failure_guard.hooks.installs`), or None
         self.scope = scope
-        #: the hook's command line as it ran (its executable first): the install's key, and
-        #: what a claimed operator scope's settings file must hold
-        self.argv = tuple(argv)
+        #: the hook's command line as it ran, its words joined by NUL (:func:`join_command`;
+        #: text, as every field the worker's header carries): the install's key, and what a
+        #: claimed operator scope's settings file must hold
+        self.command = command
+
+    @property
+    def argv(self) -> tuple[str, ...]:
+        """The words of :attr:`command` (its executable first); () when not given."""
+        return tuple(self.command.split("\0")) if self.command else ()
+
+
+def join_command(argv: Sequence[str]) -> str | None:
+    """``argv`` as :attr:`HookOptions.command` holds it (NUL never occurs in a word)."""
+    return "\0".join(argv) if argv else None
 
 
 def _say(cli: str, message: str, stderr: IO[str]) -> None:
@@ -246,7 +257,7 @@ def main(
         state_dir=Path(state_dir) if state_dir else None,
         telemetry=telemetry,
         scope=scope,
-        argv=argv,
+        command=join_command(argv),
     )
     return run_hook(options, sys.stdin.buffer, sys.stdout, sys.stderr)
 
