@@ -28,13 +28,24 @@ NO_TOOL_CALL_CAP: Final = 0
 
 
 def report_event(
-    spec: str, *, route: str, session: PromptSession, handled: Handled, wall_time_s: float
+    spec: str,
+    *,
+    route: str,
+    session: PromptSession,
+    handled: Handled,
+    wall_time_s: float,
+    prompt_id: str | None = None,
 ) -> None:
     """Build the sink ``spec`` names, report one event through it, flush and shut it down."""
     telemetry = build_telemetry(spec)
     try:
         report_handled(
-            telemetry, route=route, session=session, handled=handled, wall_time_s=wall_time_s
+            telemetry,
+            route=route,
+            session=session,
+            handled=handled,
+            wall_time_s=wall_time_s,
+            prompt_id=prompt_id,
         )
     finally:
         if isinstance(telemetry, OpenTelemetrySink):
@@ -48,10 +59,15 @@ def report_handled(
     session: PromptSession,
     handled: Handled,
     wall_time_s: float,
+    prompt_id: str | None = None,
 ) -> None:
-    """Report one event's settled batch and, when the prompt ended, its outcome record."""
+    """Report one event's settled batch and, when the prompt ended, its outcome record.
+
+    ``prompt_id``: the records' prompt id when not the session's (a subagent's loop: its
+    parent's prompt id and its ``agent_id``, so its records never merge with the parent's).
+    """
     settled = handled.settled
-    prompt_id = session.prompt_id or "unknown"
+    prompt_id = prompt_id or session.prompt_id or "unknown"
     if settled is not None and settled.batch is not None:
         for outcome in settled.batch.settled():
             _telemetry.report_settled(LOGGER, telemetry, outcome)
