@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hook_workers import stop_workers, worker_pids
+from hook_workers import comparable_state, stop_workers, worker_pids
 
 from tool_failure_guard._version import installed_version
 from tool_failure_guard.hooks import channel
@@ -80,17 +80,7 @@ def _reference(cli: str, directory: Path, payload: Any, mode: str) -> tuple[byte
 
 
 def _state(directory: Path, session: str) -> dict[str, Any]:
-    """A session's state without what differs by design: request ids, times, the install's
-    command line (the applied events' keys, the loops and their records stay)."""
-    body = json.loads((directory / f"{session}.json").read_text())["state"]
-    body["events"] = [key for key, _request, _answer in body.get("events", []) if key]
-    body["installs"] = sorted(entry[1] for entry in body.get("installs", {}).values())
-    body.get("summary", {}).pop("updated", None)
-    loops = body.get("loops", {})
-    loops.pop("started", None)
-    for loop in loops.get("loops", {}).values():
-        loop["pending_at"] = sorted(loop.get("pending_at", {}))
-    return body  # type: ignore[no-any-return]
+    return comparable_state(directory / f"{session}.json")
 
 
 # -- recorded event sequences of each CLI (as its tests' fakes send them) -------------------

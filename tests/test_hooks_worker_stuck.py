@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hook_workers import stop_workers, worker_pids
+from hook_workers import comparable_state, stop_workers, worker_pids
 
 from tool_failure_guard.hooks import channel
 from tool_failure_guard.hooks.run import HookOptions, run_hook
@@ -87,10 +87,7 @@ def _holds_flock(pid: int, path: Path) -> bool:
 
 
 def _state(directory: Path) -> dict[str, Any]:
-    body = json.loads((directory / "s.json").read_text())["state"]
-    body.pop("requests", None)
-    body.pop("started", None)
-    return body  # type: ignore[no-any-return]
+    return comparable_state(directory / "s.json")
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/locks"), reason="needs /proc/locks to see a flock")
