@@ -59,10 +59,10 @@ def stop_workers(root: Path) -> int:
 
 
 def comparable_state(path: Path) -> dict[str, Any]:
-    """A session state file's body without what differs by design between a worker's and an
-    in-process hook's handling of the same events: request ids, times, the order of applied events, and which install's
-    command line registered (the modes stay; the applied events' keys, the loops and their
-    records stay)."""
+    """A session state file's body without what differs by design between a worker's
+    and an in-process hook's handling of the same events: request ids, times, the order
+    of applied events, and which install's command line registered (the modes stay; the
+    applied events' keys, the loops and their records stay)."""
     body = json.loads(path.read_text())["state"]
     # which events were applied, each once (their order follows the processes' timing)
     body["events"] = sorted(key for key, _request, _answer in body.get("events", []) if key)
