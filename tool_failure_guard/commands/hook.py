@@ -74,7 +74,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 #: The options of ``hook <cli>``, each taking one value.
-_HANDLE_OPTIONS = ("--mode", "--state-dir", "--telemetry")
+_HANDLE_OPTIONS = ("--mode", "--state-dir", "--telemetry", "--scope")
+#: The scopes ``--scope`` names on a hook's command line (``hooks.installs.SCOPE_RANK``).
+_SCOPES = ("managed", "system", "user", "plugin", "project", "settings")
 
 
 def handle_main(words: list[str]) -> int | None:
@@ -95,7 +97,7 @@ def handle_main(words: list[str]) -> int | None:
         if word in ("-h", "--help"):
             print(
                 f"usage: tool-failure-guard hook {cli} [--mode {{{','.join(_MODES)}}}] "
-                "[--state-dir DIR] [--telemetry SPEC]  (the payload on stdin)"
+                "[--state-dir DIR] [--telemetry SPEC] [--scope SCOPE]  (the payload on stdin)"
             )
             return 0
         name, equals, value = word.partition("=")
@@ -105,9 +107,16 @@ def handle_main(words: list[str]) -> int | None:
     mode = values.get("--mode", "shadow")
     if mode not in _MODES:
         return _bad_command_line(cli, f"--mode {mode!r} is not one of {', '.join(_MODES)}")
+    scope = values.get("--scope")
+    if scope is not None and scope not in _SCOPES:
+        return _bad_command_line(cli, f"--scope {scope!r} is not one of {', '.join(_SCOPES)}")
     from tool_failure_guard.hooks.client import main
 
-    return main(cli, mode, values.get("--state-dir"), values.get("--telemetry"))
+    # the command line as the CLI ran it: an install's key, and what its scope's file must hold
+    argv = (sys.argv[0] if sys.argv else "", "hook", *words)
+    return main(
+        cli, mode, values.get("--state-dir"), values.get("--telemetry"), scope=scope, argv=argv
+    )
 
 
 def _bad_command_line(cli: str, problem: str) -> int:

@@ -29,7 +29,8 @@ from tool_failure_guard.hooks.payload import MAX_PAYLOAD_BYTES
 # no `typing` at run time: the hook's start-up is its cost (TYPE_CHECKING as mypy reads it)
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import IO, Final
+    from collections.abc import Sequence
+    from typing import IO, Any, Final
 
 #: The most seconds the client waits for the worker's answer before handling it itself.
 EXCHANGE_TIMEOUT_S: Final = 2.0
@@ -133,27 +134,36 @@ def start_worker(directory: str) -> int | None:
         os.close(fd)  # the worker holds the lock through its own descriptor
 
 
-def main(cli: str, mode: str, state_dir: str | None, telemetry: str | None) -> int:
+def main(
+    cli: str,
+    mode: str,
+    state_dir: str | None,
+    telemetry: str | None,
+    *,
+    scope: str | None = None,
+    argv: Sequence[str] = (),
+) -> int:
     """``tool-failure-guard hook <cli>``: the worker's answer, or the in-process one."""
     if telemetry is not None or mode == "off" or cli not in WORKER_EVENTS:
         from tool_failure_guard.hooks.run import main as in_process
 
-        return in_process(cli, mode, state_dir, telemetry)
+        return in_process(cli, mode, state_dir, telemetry, scope=scope, argv=argv)
+    install = {"scope": scope, "argv": list(argv)}
     data = sys.stdin.buffer.read(MAX_PAYLOAD_BYTES + 1)
     if not _routed(cli, data):
-        return _handle_here(cli, mode, state_dir, io.BytesIO(data), None)
+        return _handle_here(cli, mode, state_dir, io.BytesIO(data), None, install)
     if not state_dir:
         from tool_failure_guard.hooks.state import default_state_dir
 
         state_dir = str(default_state_dir(cli))
     directory = os.path.abspath(state_dir)
     request = os.urandom(12).hex()
-    header = {"cli": cli, "mode": mode, "state_dir": directory, "request": request}
+    header = {"cli": cli, "mode": mode, "state_dir": directory, "request": request, **install}
     reply = exchange(directory, header, data)
     if reply is not None:
         _write(*reply)
         return 0
-    code = _handle_here(cli, mode, directory, io.BytesIO(data), request)
+    code = _handle_here(cli, mode, directory, io.BytesIO(data), request, install)
     try:
         start_worker(directory)
     except Exception as error:  # the answer is given; the next event tries again
@@ -166,13 +176,24 @@ def main(cli: str, mode: str, state_dir: str | None, telemetry: str | None) -> i
 
 
 def _handle_here(
-    cli: str, mode: str, state_dir: str | None, stdin: IO[bytes], request: str | None
+    cli: str,
+    mode: str,
+    state_dir: str | None,
+    stdin: IO[bytes],
+    request: str | None,
+    install: dict[str, Any],
 ) -> int:
     from pathlib import Path
 
     from tool_failure_guard.hooks.run import HookOptions, run_hook
 
-    options = HookOptions(cli=cli, mode=mode, state_dir=Path(state_dir) if state_dir else None)
+    options = HookOptions(
+        cli=cli,
+        mode=mode,
+        state_dir=Path(state_dir) if state_dir else None,
+        scope=install["scope"],
+        argv=install["argv"],
+    )
     return run_hook(options, stdin, sys.stdout, sys.stderr, request=request)
 
 

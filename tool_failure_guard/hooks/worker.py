@@ -103,8 +103,15 @@ def handle_request(data: bytes, directory: str) -> dict[str, Any]:
         return {"refused": "unknown cli or mode, or no request id"}
     if state_dir != directory:
         return {"refused": "another state folder"}
+    scope, argv = header.get("scope"), header.get("argv") or []
+    if scope is not None and not isinstance(scope, str):
+        return {"refused": "the scope is not text"}
+    if not isinstance(argv, list) or not all(isinstance(word, str) for word in argv):
+        return {"refused": "the command line is not a list of words"}
     stdout, stderr = io.StringIO(), io.StringIO()
-    options = HookOptions(cli=cli, mode=mode, state_dir=Path(directory))
+    options = HookOptions(
+        cli=cli, mode=mode, state_dir=Path(directory), scope=scope, argv=tuple(argv)
+    )
     run_hook(options, io.BytesIO(payload), stdout, stderr, request=request)
     return {"stdout": stdout.getvalue(), "stderr": stderr.getvalue()}
 
