@@ -119,6 +119,10 @@ class GuardStop:
     notice: str
     mode: GuardMode
     key: FailureKey | None = None
+    #: the subagent whose agent loop the stop ended (a hook host's ``agent_id``, the Claude
+    #: Agent SDK's), its ``agent_type``; None: the stop is of the run's own agent
+    agent_id: str | None = None
+    agent_type: str | None = None
 
     @classmethod
     def of(cls, action: Stop, protection: PromptProtection) -> GuardStop:
@@ -151,6 +155,18 @@ class RunReport:
     observed: int  #: call outcomes the adapter saw
     stop: GuardStop | None
     would_stop_loop_type: str | None = None
+    #: the subagent this report is of (its ``agent_id``, ``agent_type``), None: the run's agent
+    agent_id: str | None = None
+    agent_type: str | None = None
+    #: the run's subagents' own reports, each its own agent loop (the Claude Agent SDK's);
+    #: empty where a framework has none
+    subagents: tuple[RunReport, ...] = ()
+
+    @property
+    def stopped_subagents(self) -> tuple[RunReport, ...]:
+        """The subagents a protection stopped; the run itself went on (its ``stop`` is None
+        unless its own agent was stopped too)."""
+        return tuple(report for report in self.subagents if report.stop is not None)
 
     @property
     def reminded(self) -> bool:

@@ -30,10 +30,9 @@ from typing import Any, Final
 
 from claude_agent_sdk import ClaudeAgentOptions, ClaudeSDKError, HookMatcher, query
 
-from tool_failure_guard.core import LOOP_REPEATED_TOOL_FAILURE, Continue, Stop
-from tool_failure_guard.guard import DecisionKind, GuardMode
+from tool_failure_guard.guard import GuardMode
 from tool_failure_guard.hooks import claude_code
-from tool_failure_guard.hooks.events import Handled
+from tool_failure_guard.hooks.loops import handle_event, loop_id_of
 from tool_failure_guard.hooks.report import report_handled
 from tool_failure_guard.integrations import _api
 from tool_failure_guard.integrations._api import (
@@ -42,11 +41,7 @@ from tool_failure_guard.integrations._api import (
     StopBehaviour,
     stop_behaviour,
 )
-from tool_failure_guard.integrations.claude_agent_sdk._sessions import (
-    Prompt,
-    Sessions,
-    empty_report,
-)
+from tool_failure_guard.integrations.claude_agent_sdk._sessions import Sessions, empty_report
 from tool_failure_guard.modes import mode_for_run
 from tool_failure_guard.telemetry.sink import GuardTelemetry
 
@@ -85,7 +80,7 @@ class RepeatedToolFailureHooks:
         self.on_stop = stop_behaviour(on_stop)
         self._telemetry = telemetry
         self._clock = clock
-        self._sessions = Sessions(self.mode, ROUTE, clock)
+        self._sessions = Sessions(self.mode, ROUTE)
         self._failed: set[str] = set()
 
     # -- wiring -----------------------------------------------------------------------
@@ -168,44 +163,29 @@ class RepeatedToolFailureHooks:
 
     def _handle(self, data: Mapping[str, Any]) -> dict[str, Any]:
         session_id = str(data.get("session_id") or "")
-        prompt = self._sessions.live(session_id)
-        before = prompt.session.prompt_id, len(prompt.session.batches)
-        handled = claude_code.handle(data, prompt.session)
-        if data.get("hook_event_name") == "UserPromptSubmit" or (
-            prompt.session.prompt_id != before[0]
-        ):
-            prompt.fresh(self._clock)
-        self._record(prompt, handled)
-        return _sdk_answer(handled.answer)
-
-    def _record(self, prompt: Prompt, handled: Handled) -> None:
-        settled = handled.settled
-        if settled is not None and settled.batch is not None:
-            batch = settled.batch
-            prompt.tool_calls += len(batch.admission.executable)
-            prompt.observed += len(batch.settled())
-            action = settled.action
-            ordinal = settled.protection.batches
-            step = action.guard_step if isinstance(action, Continue | Stop) else None
-            if step is not None:
-                kind = step.decision.kind
-                prompt.decisions.append(kind.value)
-                prompt.actions.decided(
-                    kind, self.mode, batch=ordinal, loop_type=LOOP_REPEATED_TOOL_FAILURE
-                )
-            if isinstance(action, Stop):
-                prompt.stop = GuardStop.of(action, settled.protection)
-                prompt.actions.decided(
-                    DecisionKind.STOP, self.mode, batch=ordinal, loop_type=action.loop_type
-                )
-        if self._telemetry is not None and (settled is not None or handled.prompt_ended):
+        guard = self._sessions.live(session_id)
+        loop_id = loop_id_of(data)
+        loop = guard.loops.get(loop_id)
+        before = (loop.prompt_id, len(loop.batches)) if loop is not None else None
+        now = self._clock()
+        guard.loops.expire(now)
+        handled = handle_event(claude_code, data, guard.loops)
+        agent_type = data.get("agent_type")
+        record = guard.record(
+            loop_id, agent_type[:512] if isinstance(agent_type, str) else "", before, now
+        )
+        record.settled(handled, self.mode)
+        loop = guard.loops.get(loop_id)
+        telemetry = self._telemetry
+        if telemetry is not None and loop is not None and (handled.settled or handled.prompt_ended):
             report_handled(
-                self._telemetry,
+                telemetry,
                 route=ROUTE,
-                session=prompt.session,
+                session=loop,
                 handled=handled,
-                wall_time_s=max(0.0, self._clock() - prompt.started),
+                wall_time_s=max(0.0, now - record.started),
             )
+        return _sdk_answer(handled.answer)
 
 
 def session_of(message: Any) -> str | None:
