@@ -278,10 +278,14 @@ class ActionLog:
     They carry no tool names, arguments or outputs.
     """
 
-    __slots__ = ("_logger", "_reminded", "_route", "_stopped")
+    __slots__ = ("_agent", "_logger", "_reminded", "_route", "_stopped")
 
-    def __init__(self, route: str, logger: logging.Logger | None = None) -> None:
+    def __init__(
+        self, route: str, logger: logging.Logger | None = None, *, agent: str | None = None
+    ) -> None:
         self._route = route
+        #: the subagent whose agent loop this log is of (its id and type), None: the run's
+        self._agent = agent
         self._logger = logger if logger is not None else logging.getLogger(LOGGER_NAME)
         self._reminded = False
         self._stopped = False
@@ -298,20 +302,26 @@ class ActionLog:
                 return
             self._stopped = True
             what = "stopped the run" if kind == DecisionKind.STOP else "would stop the run"
+            if self._agent is not None:
+                what = what.replace("the run", "the subagent")
         else:
             return
+        extra: dict[str, object] = {
+            "tool_failure_guard_mode": mode.value,
+            "tool_failure_guard_route": self._route,
+            "tool_failure_guard_decision": str(kind),
+            "tool_failure_guard_loop_type": loop_type,
+            "tool_failure_guard_batch": batch,
+        }
+        if self._agent is not None:
+            extra["tool_failure_guard_agent"] = self._agent
         self._logger.warning(
-            "tool-failure-guard (%s, %s): %s at batch %d (%s)",
+            "tool-failure-guard (%s, %s): %s at batch %d (%s)%s",
             mode.value,
             self._route,
             what,
             batch,
             loop_type,
-            extra={
-                "tool_failure_guard_mode": mode.value,
-                "tool_failure_guard_route": self._route,
-                "tool_failure_guard_decision": str(kind),
-                "tool_failure_guard_loop_type": loop_type,
-                "tool_failure_guard_batch": batch,
-            },
+            f", subagent {self._agent}" if self._agent is not None else "",
+            extra=extra,
         )

@@ -62,7 +62,8 @@ class LoopRecord:
         self.tool_calls = 0
         self.observed = 0
         self.stop: GuardStop | None = None
-        self.actions = ActionLog(route)
+        label = f"{agent_id} ({agent_type})" if agent_type else agent_id
+        self.actions = ActionLog(route, agent=label if agent_id != MAIN else None)
         self.started = now
 
     def settled(self, handled: Handled, mode: GuardMode) -> None:
