@@ -110,3 +110,15 @@ def test_a_failing_callback_fails_open(tmp_path: Path, caplog: pytest.LogCapture
     bad = {"hook_event_name": "PostToolBatch", "session_id": "s", "tool_calls": "nope"}
     assert asyncio.run(hooks._event(bad, None, None)) == {}
     assert "failed open" in caplog.text
+
+
+def test_options_that_hold_the_guard_already_are_not_given_it_twice() -> None:
+    hooks = RepeatedToolFailureHooks(mode="enforce")
+    other = RepeatedToolFailureHooks(mode="enforce")
+    once = hooks.options(hooks.options(ClaudeAgentOptions()))
+    assert once.hooks is not None
+    assert {event: len(matchers) for event, matchers in once.hooks.items()} == {
+        event: 1 for event in hooks.hooks()
+    }
+    both = other.options(once)  # another guard is another guard: added after
+    assert both.hooks is not None and all(len(m) == 2 for m in both.hooks.values())

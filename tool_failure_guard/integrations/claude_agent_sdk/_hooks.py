@@ -91,11 +91,16 @@ class RepeatedToolFailureHooks:
         return {event: [HookMatcher(matcher=None, hooks=[callback])] for event in EVENTS}
 
     def options(self, options: ClaudeAgentOptions | None = None) -> ClaudeAgentOptions:
-        """A copy of ``options`` with the guard's hooks added after any already there."""
+        """A copy of ``options`` with the guard's hooks added after any already there.
+
+        Options that hold this guard's hooks already (``guard.query(options=guard.options(...))``)
+        are not given them twice: each event would be reduced twice."""
         options = options if options is not None else ClaudeAgentOptions()
         hooks: dict[Any, list[HookMatcher]] = dict(options.hooks or {})
         for event, matchers in self.hooks().items():
-            hooks[event] = [*hooks.get(event, []), *matchers]
+            present = hooks.get(event, [])
+            if not any(callback == self._event for m in present for callback in m.hooks):
+                hooks[event] = [*present, *matchers]
         return dataclasses.replace(options, hooks=hooks)
 
     async def query(
@@ -170,6 +175,7 @@ class RepeatedToolFailureHooks:
         now = self._clock()
         guard.loops.expire(now)
         handled = handle_event(claude_code, data, guard.loops)
+        guard.loops.expire(now)  # the records this event kept are stamped
         agent_type = data.get("agent_type")
         record = guard.record(
             loop_id, agent_type[:512] if isinstance(agent_type, str) else "", before, now
