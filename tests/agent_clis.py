@@ -27,6 +27,15 @@ ROOT = Path(__file__).resolve().parent.parent
 AGENTS_PREFIX_ENV = "TOOL_FAILURE_GUARD_AGENTS_PREFIX"
 DEFAULT_PREFIX = ROOT / ".agents"
 CLAUDE_VERSION = "2.1.197"
+#: The newest Claude Code on the npm registry when it was pinned (issue 37): installed beside
+#: the pinned one under an npm alias, so the hook tests run both.
+CLAUDE_NEWEST_VERSION = "2.1.337"
+#: Every Claude Code the hook tests run, and the ``node_modules`` folder each is installed in.
+CLAUDE_FOLDERS = {
+    CLAUDE_VERSION: "@anthropic-ai/claude-code",
+    CLAUDE_NEWEST_VERSION: f"claude-code-{CLAUDE_NEWEST_VERSION}",
+}
+CLAUDE_VERSIONS = tuple(CLAUDE_FOLDERS)
 CODEX_VERSION = "0.169.0"
 GEMINI_VERSION = "0.61.0"
 COPILOT_VERSION = "1.0.102"
@@ -45,10 +54,12 @@ def _prefix() -> Path:
     return Path(value) if value else DEFAULT_PREFIX
 
 
-def _package(name: str, version: str, entry: str) -> Path:
+def _package(name: str, version: str, entry: str, folder: str | None = None) -> Path:
+    """``entry`` of package ``name`` at ``version``, installed in ``node_modules/<folder>``
+    (the package's own name unless an npm alias installed it elsewhere)."""
     if shutil.which("node") is None:
         raise AgentUnavailable(f"{name} unavailable (node is not on PATH); {HOW_TO_GET_THEM}")
-    package = _prefix() / "node_modules" / name
+    package = _prefix() / "node_modules" / (folder or name)
     manifest = package / "package.json"
     if not manifest.is_file() or not (package / entry).is_file():
         raise AgentUnavailable(
@@ -62,9 +73,12 @@ def _package(name: str, version: str, entry: str) -> Path:
     return package / entry
 
 
-def claude_binary() -> Path:
-    """Claude Code's native binary (the package's ``bin/claude.exe``)."""
-    return _package("@anthropic-ai/claude-code", CLAUDE_VERSION, "bin/claude.exe")
+def claude_binary(version: str = CLAUDE_VERSION) -> Path:
+    """Claude Code's native binary (the package's ``bin/claude.exe``) at ``version``, one of
+    :data:`CLAUDE_VERSIONS`."""
+    if version not in CLAUDE_FOLDERS:
+        raise ValueError(f"Claude Code {version} is not pinned; pinned: {CLAUDE_VERSIONS}")
+    return _package("@anthropic-ai/claude-code", version, "bin/claude.exe", CLAUDE_FOLDERS[version])
 
 
 def codex_script() -> Path:

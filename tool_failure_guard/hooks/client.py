@@ -55,7 +55,7 @@ def _routed(cli: str, data: bytes) -> bool:
 
 
 def exchange(
-    directory: str, header: dict[str, str], data: bytes, timeout: float = EXCHANGE_TIMEOUT_S
+    directory: str, header: dict[str, Any], data: bytes, timeout: float = EXCHANGE_TIMEOUT_S
 ) -> tuple[str, str] | None:
     """The worker's (stdout, stderr) for one request, or None (no worker, refused, too slow)."""
     # the C module under ``socket``: ``socket`` itself loads enum and selectors (~5 ms)

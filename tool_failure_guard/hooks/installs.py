@@ -174,14 +174,15 @@ class Installs:
         argv: Sequence[str],
         prompt_id: str | None,
         now: float,
-        verify: Callable[[str, str | None, Sequence[str]], int] = verified_rank,
+        verify: Callable[[str, str | None, Sequence[str]], int] | None = None,
     ) -> None:
         """This install seen now; its scope verified once per prompt (``prompt_id``)."""
         key = install_key(argv, scope, mode)
         entry = self.entries.pop(key, None)
         checked = prompt_id or ""
         fresh = entry is None or entry[4] != checked
-        rank = verify(cli, scope, argv) if fresh or entry is None else entry[2]
+        check = verify or verified_rank
+        rank = check(cli, scope, argv) if fresh or entry is None else entry[2]
         self.entries[key] = [scope, mode, rank, now, checked]
         while len(self.entries) > MAX_INSTALLS:
             del self.entries[next(iter(self.entries))]
@@ -193,7 +194,8 @@ class Installs:
         if not recent:
             return None
         top = max(e[2] for e in recent)
-        return min((e[1] for e in recent if e[2] == top), key=MODE_ORDER.index)
+        modes: list[str] = [e[1] for e in recent if e[2] == top]
+        return min(modes, key=MODE_ORDER.index)
 
 
 def _is_entry(value: Any) -> bool:

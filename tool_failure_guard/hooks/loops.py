@@ -41,7 +41,8 @@ if TYPE_CHECKING:
 
 #: The loop id of the main agent (its events carry no ``agent_id``).
 MAIN: Final = ""
-#: The most loops one session keeps; past it the least recently used subagent's goes.
+#: The most loops one session keeps; past it the least recently used subagent's goes (the
+#: main loop's is kept).
 MAX_LOOPS: Final = 64
 #: The most notices kept for the main loop (older ones go first).
 MAX_NOTICES: Final = 16
@@ -110,10 +111,8 @@ class SessionLoops:
         if session is None:
             session = PromptSession(self.mode)
         self._loops[loop_id] = session
-        while len(self._loops) > MAX_LOOPS:
-            oldest = next(iter(self._loops))
-            if oldest == loop_id:  # pragma: no cover - MAX_LOOPS >= 1
-                break
+        if len(self._loops) > MAX_LOOPS:  # the least recently used subagent's loop goes
+            oldest = next(key for key in self._loops if key not in (MAIN, loop_id))
             del self._loops[oldest]
             self._started.pop(oldest, None)
         return session

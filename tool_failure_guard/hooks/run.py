@@ -139,8 +139,8 @@ def _handle(
     store = StateStore(directory, warn=lambda message: _say(options.cli, message, stderr))
     with store.session(session_id) as state:
         now = clock()
-        for key in _LEGACY_KEYS:
-            state.pop(key, None)
+        for legacy in _LEGACY_KEYS:
+            state.pop(legacy, None)
         installs = Installs.from_state(state.get(_INSTALLS_KEY))
         prompt_id = payload.get("prompt_id")
         installs.register(
