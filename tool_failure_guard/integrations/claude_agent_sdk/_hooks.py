@@ -2,10 +2,11 @@
 
 The SDK runs its bundled Claude Code and answers the CLI's hook callbacks in the
 application's process.  Each callback hands the event to
-:func:`tool_failure_guard.hooks.claude_code.handle` (the one module that says what a
-Claude Code event means) against the event's own session's
-:class:`~tool_failure_guard.hooks.prompt.PromptSession`, kept in memory with its
-live protection (nothing is replayed, no state file; how long:
+:func:`tool_failure_guard.hooks.loops.handle_event` with
+:mod:`tool_failure_guard.hooks.claude_code` (the modules that say what a Claude Code
+event means, and which agent loop's guard it is for) against the event's own session's
+:class:`~tool_failure_guard.hooks.loops.SessionLoops`, kept in memory with their
+live protections (nothing is replayed, no state file; how long:
 :mod:`~tool_failure_guard.integrations.claude_agent_sdk._sessions`); the answer goes back to
 the CLI in the SDK's spelling (``continue_``).  ``PostToolBatch`` is registered
 under its name: the SDK sends every event key of ``hooks`` to the CLI as it is,
@@ -15,7 +16,9 @@ A stop is decided inside a callback, where raising would only fail that hook; th
 run ends because the answer says ``continue: false``.  :meth:`RepeatedToolFailureHooks.query`
 then raises :class:`ProtectionStopped` once the stream is over (``on_stop="error"``)
 or just ends (``"end"``), reading the stop of the sessions its own stream named,
-never another query's.  Any error inside a callback answers nothing (fail open)
+never another query's.  A subagent's stop ends that subagent only (the CLI's own
+behaviour): the main agent is told at its next request and the query goes on, so
+only a stop of the main agent raises.  Any error inside a callback answers nothing (fail open)
 and is logged once per kind on :data:`LOGGER`.
 """
 
