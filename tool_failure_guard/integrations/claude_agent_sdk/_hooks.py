@@ -53,6 +53,8 @@ ROUTE: Final = "claude_agent_sdk"
 LOGGER: Final = logging.getLogger("tool_failure_guard.integrations.claude_agent_sdk")
 #: The hook events the adapter registers (the command hook's).
 EVENTS: Final = claude_code.EVENTS
+#: The most characters of a session id or agent type read from an event (as the hooks' names).
+_MAX_NAME: Final = 512
 #: The session of the last :meth:`RepeatedToolFailureHooks.query` that ended in this task.
 _QUERY_SESSION: Final[contextvars.ContextVar[str | None]] = contextvars.ContextVar(
     "tool_failure_guard_claude_agent_sdk_query_session", default=None
@@ -170,7 +172,7 @@ class RepeatedToolFailureHooks:
             return {}
 
     def _handle(self, data: Mapping[str, Any]) -> dict[str, Any]:
-        session_id = str(data.get("session_id") or "")
+        session_id = str(data.get("session_id") or "")[:_MAX_NAME]
         guard = self._sessions.live(session_id)
         loop_id = loop_id_of(data)
         loop = guard.loops.get(loop_id)
@@ -181,7 +183,7 @@ class RepeatedToolFailureHooks:
         guard.loops.expire(now)  # the records this event kept are stamped
         agent_type = data.get("agent_type")
         record = guard.record(
-            loop_id, agent_type[:512] if isinstance(agent_type, str) else "", before, now
+            loop_id, agent_type[:_MAX_NAME] if isinstance(agent_type, str) else "", before, now
         )
         record.settled(handled, self.mode)
         loop = guard.loops.get(loop_id)
@@ -203,7 +205,7 @@ def session_of(message: Any) -> str | None:
     if session_id is None and getattr(message, "subtype", None) == "init":
         data = getattr(message, "data", None)
         session_id = data.get("session_id") if isinstance(data, dict) else None
-    return session_id if isinstance(session_id, str) and session_id else None
+    return session_id[:_MAX_NAME] if isinstance(session_id, str) and session_id else None
 
 
 def _sdk_answer(answer: Mapping[str, Any] | None) -> dict[str, Any]:
