@@ -128,7 +128,7 @@ bench-growth: $(STAMP)
 # EVAL_ARGS="--records docs/evaluation --report docs/evaluation.md".
 EVAL_ARGS ?=
 eval-setup:
-	cd tool_failure_guard && $(PYTHON) -m evaluation.setup_model
+	$(PYTHON) -m tool_failure_guard.evaluation.setup_model
 
 eval: $(STAMP)
 	$(BIN)/python -m tool_failure_guard.evaluation run $(EVAL_ARGS)

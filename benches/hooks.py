@@ -35,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 #: Settled batches the measured session already holds (a prompt some way into its loop).
@@ -75,7 +76,7 @@ def _wait_for_worker(folder: Path) -> None:
 
 
 def _stop_worker(folder: Path) -> None:
-    """Kill the folder's worker (its pid is in its lock file) and wait until it is gone."""
+    """Kill the folder's worker (its pid is in its lock file's record) and wait until it is gone."""
     import fcntl
 
     path = _lock(folder)
@@ -91,10 +92,9 @@ def _stop_worker(folder: Path) -> None:
                 return  # nobody holds the lock: no worker lives
             except BlockingIOError:
                 pass
-            text = os.pread(fd, 32, 0).decode().strip()
-            if text.isdigit():
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(int(text), signal.SIGKILL)
+            with contextlib.suppress(ValueError, ProcessLookupError):  # its record: JSON
+                pid = json.loads(os.pread(fd, 4096, 0))["pid"]
+                os.kill(int(pid), signal.SIGKILL)
         finally:
             os.close(fd)
         time.sleep(0.005)
@@ -135,21 +135,26 @@ def _measure(rounds: int, root: Path, noop: Path, guard: list[str]) -> dict[str,
             subprocess.run(command, input=_batch(number), check=True, capture_output=True)
     _stop_worker(root / "cold")
     _wait_for_worker(root / "warm")
-    failure = _payload(
-        "PostToolUseFailure",
-        0,
-        tool_use_id="toolu_x",
-        tool_name="Read",
-        error="File does not exist.",
-        is_interrupt=False,
-    )
-    batch = _batch(10_000)  # a batch of successes: the streak stays where it is
-    commands = {
-        "true (no-op command)": (["true"], batch),
-        "no-op Python hook": ([sys.executable, str(noop)], batch),
+
+    def failure(number: int) -> bytes:
+        return _payload(
+            "PostToolUseFailure",
+            number,
+            tool_use_id=f"toolu_x{number}",
+            tool_name="Read",
+            error="File does not exist.",
+            is_interrupt=False,
+        )
+
+    # each call its own event (its own tool_use_ids): an event seen before is answered from
+    # the state's memory without being applied (hooks.event_keys), which would measure less;
+    # a batch of successes: the streak stays where it is
+    commands: dict[str, tuple[list[str], Callable[[int], bytes]]] = {
+        "true (no-op command)": (["true"], _batch),
+        "no-op Python hook": ([sys.executable, str(noop)], _batch),
         "guard, PostToolUseFailure": (warm, failure),
-        "guard, PostToolBatch": (warm, batch),
-        "guard, PostToolBatch cold": (cold, batch),
+        "guard, PostToolBatch": (warm, _batch),
+        "guard, PostToolBatch cold": (cold, _batch),
     }
     times: dict[str, list[float]] = {name: [] for name in commands}
     names = list(commands)
@@ -157,7 +162,8 @@ def _measure(rounds: int, root: Path, noop: Path, guard: list[str]) -> dict[str,
     for round_ in range(rounds):
         shift = round_ % len(names)
         for name in names[shift:] + names[:shift]:
-            command, payload = commands[name]
+            command, make = commands[name]
+            payload = make(10_000 + round_)
             started = time.perf_counter()
             subprocess.run(command, input=payload, capture_output=True, env=env)
             times[name].append(time.perf_counter() - started)

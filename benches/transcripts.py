@@ -7,8 +7,9 @@ and other tools between, a two-call batch every seventh turn) to a temporary
 directory; then it times, best of three, (a) the importer alone, (b) the
 replay alone (shipped core in shadow, warn and enforce, and the peers'
 rules) over the imported runs, and (c) the whole command (``--json`` to
-``os.devnull``: walk, sniff, read, replay, summary).  It prints numbers and
-asserts nothing about time.
+``os.devnull``: walk, sniff, read, replay, summary); and (d) mini-swe-agent 1.x's
+action scan on a 10 MiB hostile message.  It prints numbers and asserts nothing about
+time.
 """
 
 from __future__ import annotations
@@ -84,7 +85,9 @@ def _best(function: Any, repeats: int = 3) -> float:
 
 def report(batches: int = BATCHES) -> None:
     from tool_failure_guard.commands.cli import main
+    from tool_failure_guard.peer_rules import PEER_RULES
     from tool_failure_guard.transcripts.importers import qwen_code
+    from tool_failure_guard.transcripts.importers.mini_swe_agent_text import actions
     from tool_failure_guard.transcripts.replay import replay_run
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -112,7 +115,13 @@ def report(batches: int = BATCHES) -> None:
         read_s, replay_s, whole_s = _best(read_all), _best(replay_all), _best(command)
     print(
         f"transcripts on {batches} batches ({calls} calls, {len(runs)} runs, {files} Qwen Code "
-        f"session files, {size / 1e6:.1f} MB): import {read_s:.2f} s, replay (3 modes + 4 peer "
-        f"rules) {replay_s:.2f} s ({replay_s / batches * 1e6:.0f} µs per batch), whole command "
-        f"--json {whole_s:.2f} s ({batches / whole_s:,.0f} batches/s)"
+        f"session files, {size / 1e6:.1f} MB): import {read_s:.2f} s, replay (3 modes + "
+        f"{len(PEER_RULES)} peer rules) {replay_s:.2f} s ({replay_s / batches * 1e6:.0f} µs per "
+        f"batch), whole command --json {whole_s:.2f} s ({batches / whole_s:,.0f} batches/s)"
+    )
+    hostile = "```bash" + "\n" * (10 << 20) + "x"
+    scan_s = _best(lambda: actions(hostile))
+    print(
+        f"mini-swe-agent 1.x actions on a 10 MiB hostile message (a fence, then newlines): "
+        f"{scan_s * 1e3:.0f} ms"
     )

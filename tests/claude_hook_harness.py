@@ -14,6 +14,8 @@ import contextlib
 import fcntl
 import json
 import os
+import pwd
+import shlex
 import shutil
 import subprocess
 import sys
@@ -23,7 +25,8 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-from agent_clis import claude_binary, require
+import pytest
+from agent_clis import CLAUDE_VERSION, claude_binary, require
 from agent_fakes.anthropic_messages import FakeAnthropic, serve_anthropic
 from agent_fakes.script import Call, Turn
 from transcript_capture import claude_command, claude_env
@@ -45,6 +48,19 @@ def bash(command: str) -> Call:
     return Call(name="Bash", arguments={"command": command, "description": "run it"})
 
 
+def agent(marker: str, *, background: bool | None = None) -> Call:
+    """A call of Claude Code's ``Agent`` tool whose prompt holds ``marker`` (which the fake
+    reads to play that subagent's script); ``background`` sets ``run_in_background``."""
+    arguments: dict[str, Any] = {
+        "description": "check the files",
+        "prompt": f"{marker}: read the files and report.",
+        "subagent_type": "general-purpose",
+    }
+    if background is not None:
+        arguments["run_in_background"] = background
+    return Call(name="Agent", arguments=arguments)
+
+
 @attrs.frozen
 class Run:
     """One headless run: the fake's main-loop requests, the stream-json lines, the exit."""
@@ -54,6 +70,8 @@ class Run:
     returncode: int
     stderr: str
     root: Path
+    #: each subagent's requests (by the marker of its script), in the order they came
+    agents: dict[str, list[dict[str, Any]]] = attrs.field(factory=dict)
 
     @property
     def result(self) -> dict[str, Any]:
@@ -61,13 +79,20 @@ class Run:
         assert found, f"no result line: {self.stderr[-2000:]}"
         return found[-1]
 
-    def reminded_in(self) -> list[int]:
-        """The indexes of the requests whose newest user message carries the reminder."""
+    def reminded_in(self, marker: str | None = None) -> list[int]:
+        """The indexes of the main loop's requests (or the subagent ``marker``'s) whose newest
+        user message carries the reminder."""
+        requests = self.requests if marker is None else self.agents[marker]
         return [
             index
-            for index, body in enumerate(self.requests)
+            for index, body in enumerate(requests)
             if REPEATED_TOOL_FAILURE_REMINDER in json.dumps(body["messages"][-1])
         ]
+
+    def carrying(self, text: str) -> list[int]:
+        """The indexes of the main loop's requests whose newest user message holds ``text``."""
+        needle = json.dumps(text)[1:-1]
+        return [i for i, b in enumerate(self.requests) if needle in json.dumps(b["messages"][-1])]
 
     def reminders_in_last(self) -> int:
         return json.dumps(self.requests[-1]["messages"]).count(
@@ -111,7 +136,10 @@ def install(
     state_dir: Path,
     telemetry: str | None = None,
     environment: str | None = None,
+    claim: str | None = None,
 ) -> None:
+    """``hook install claude-code``; ``claim``: the ``--scope`` the hook's command line says
+    (added to the installed command where the installer did not write one)."""
     target = ["--settings", str(settings)] if settings is not None else ["--scope", str(scope)]
     extra = ["--telemetry", telemetry] if telemetry else []
     extra += ["--environment", environment] if environment else []
@@ -133,6 +161,54 @@ def install(
         text=True,
         env=os.environ.copy(),
     )
+    if claim is not None:
+        claim_scope(settings if settings is not None else MANAGED, claim)
+
+
+def claim_scope(settings: Path, scope: str) -> None:
+    """The guard's commands in ``settings`` saying ``--scope SCOPE`` (the one the installer
+    wrote replaced, or added where there is none)."""
+    value = json.loads(settings.read_text(encoding="utf-8"))
+    for groups in value.get("hooks", {}).values():
+        for group in groups:
+            for entry in group.get("hooks", []):
+                command = entry.get("command", "")
+                if " hook claude-code" not in command:
+                    continue
+                words = shlex.split(command)
+                if "--scope" in words:
+                    words[words.index("--scope") + 1] = scope
+                else:
+                    words += ["--scope", scope]
+                entry["command"] = shlex.join(words)
+    settings.write_text(json.dumps(value, indent=2), encoding="utf-8")
+
+
+def as_passwd_home(home: Path, command: list[str]) -> list[str]:
+    """``command`` in a private mount namespace where the effective user's passwd home is
+    ``home``: the hook verifies a claimed user scope there (never in ``$HOME``)."""
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.skip("needs root and unshare(1) to give the run a passwd home of its own")
+    passwd_home = Path(pwd.getpwuid(os.geteuid()).pw_dir)
+    saved = home.parent / "passwd-home"
+    saved.mkdir()
+    # what the hook's interpreter lives in stays reachable under the passwd home
+    keep = set()
+    for needed in (sys.base_prefix, sys.prefix, os.path.realpath(sys.executable), str(ROOT)):
+        path = Path(os.path.realpath(needed))
+        if path.is_relative_to(passwd_home) and path != passwd_home:
+            keep.add(path.relative_to(passwd_home).parts[0])
+    script = (
+        'saved=$1 home=$2 passwd=$3; shift 3; mount --bind "$passwd" "$saved" '
+        '&& mount --bind "$home" "$passwd" || exit 97; '
+        'for d in $KEEP; do mkdir -p "$passwd/$d" && mount --bind "$saved/$d" "$passwd/$d" '
+        '|| exit 97; done; exec "$@"'
+    )
+    return [
+        "unshare", "--mount", "--propagation", "private", "--",
+        "env", f"KEEP={' '.join(sorted(keep))}",
+        "sh", "-c", script, "sh", str(saved), str(home), str(passwd_home), *command,
+    ]  # fmt: skip
 
 
 def run_claude(
@@ -145,9 +221,19 @@ def run_claude(
     telemetry: str | None = None,
     environment: str | None = None,
     allowed: Sequence[str] = ("Read", "Bash"),
+    agents: Callable[[Path], dict[str, Sequence[Turn]]] | None = None,
+    version: str | None = None,
+    also: Callable[[Path], None] | None = None,
+    claim: str | None = None,
+    passwd_home: bool = False,
 ) -> Run:
-    """One ``claude -p`` run with the hook in ``mode`` (None: no hook installed at all)."""
-    binary = require(claude_binary)
+    """One ``claude -p`` run with the hook in ``mode`` (None: no hook installed at all).
+
+    ``agents``: the subagents' scripts by marker (:func:`agent` calls one); ``version``:
+    which pinned Claude Code runs; ``claim``: the ``--scope`` of the user-level install;
+    ``also(root)``: more installs before the run (``root/home``, ``root/ws``,
+    ``root/state``); ``passwd_home``: the run's home is the user's passwd home too."""
+    binary = require(lambda: claude_binary(version or CLAUDE_VERSION))
     root = Path(tempfile.mkdtemp(prefix="claude-hook-", dir=base))
     home = root / "home"
     (home / ".claude").mkdir(parents=True)
@@ -165,13 +251,18 @@ def run_claude(
             state_dir=state,
             telemetry=telemetry,
             environment=environment,
+            claim=claim,
         )
-    fake = FakeAnthropic(list(turns_of(ws)))
+    if also is not None:
+        also(root)
+    fake = FakeAnthropic(list(turns_of(ws)), agents=agents(ws) if agents else None)
     with serve_anthropic(fake):
         env = claude_env(home, fake.base_url)
         env["PYTHONPATH"] = os.environ.get("PYTHONPATH", str(ROOT))
         command = claude_command(binary, allowed)
-        with managed_hook(mode, state) if managed else contextlib.nullcontext():
+        if passwd_home:
+            command = as_passwd_home(home, command)
+        with managed_hook(mode, state, claim) if managed else contextlib.nullcontext():
             done = subprocess.run(
                 command,
                 cwd=ws,
@@ -185,11 +276,12 @@ def run_claude(
     for line in done.stdout.splitlines():
         with contextlib.suppress(ValueError):
             events.append(json.loads(line))
-    return Run(fake.main_requests(), events, done.returncode, done.stderr, root)
+    scripts = {marker: fake.agent_requests(marker) for marker in fake.agents}
+    return Run(fake.main_requests(), events, done.returncode, done.stderr, root, scripts)
 
 
 @contextlib.contextmanager
-def managed_hook(mode: str | None, state: Path) -> Iterator[None]:
+def managed_hook(mode: str | None, state: Path, claim: str | None = None) -> Iterator[None]:
     """The hook installed at the managed scope for the block; any file there is restored."""
     with MANAGED_LOCK.open("a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -197,7 +289,7 @@ def managed_hook(mode: str | None, state: Path) -> Iterator[None]:
         created_dir = not MANAGED.parent.exists()
         try:
             if mode is not None:
-                install(mode, scope="managed", state_dir=state)
+                install(mode, scope="managed", state_dir=state, claim=claim)
             yield
         finally:
             if saved is not None:

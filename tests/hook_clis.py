@@ -200,18 +200,41 @@ def run_gemini(
 # -- Qwen Code -p ---------------------------------------------------------------------------
 
 
-def openai_turns_responder(turns: Sequence[Turn], final: str = "Done.") -> Any:
-    """A ``tests/openai_server.py`` responder playing ``turns`` by the assistant turns held."""
+def agent_of(body: Any, markers: Sequence[str]) -> str | None:
+    """The marker (of ``markers``) in the request's first user message: whose subagent's
+    request ``body`` is (None: the main agent's)."""
+    messages = body.get("messages") if isinstance(body, dict) else None
+    first = next((m for m in messages or () if m.get("role") == "user"), None)
+    text = json.dumps(first.get("content")) if first else ""
+    return next((marker for marker in markers if marker in text), None)
+
+
+def openai_turns_responder(
+    turns: Sequence[Turn],
+    final: str = "Done.",
+    agents: Mapping[str, Sequence[Turn]] | None = None,
+) -> Any:
+    """A ``tests/openai_server.py`` responder playing ``turns`` by the assistant turns held;
+    a subagent's request (its first user message holds a marker of ``agents``) plays that
+    script, its call ids its own (``call_aK_PPII``)."""
     from openai_server import Reply
+
+    scripts = dict(agents or {})
 
     def respond(body: dict[str, Any]) -> Any:
         messages = body.get("messages") or []
         at = sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "assistant")
-        if at >= len(turns):
-            return Reply(text=final)
-        turn = turns[at]
+        marker = agent_of(body, list(scripts)) if body.get("tools") else None
+        script, tag, done = turns, "", final
+        if marker is not None:
+            script, tag = scripts[marker], f"a{list(scripts).index(marker)}_"
+            done = f"{marker} finished."
+        if at >= len(script):
+            return Reply(text=done)
+        turn = script[at]
         calls = tuple(
-            (f"call_{at:02d}{i:02d}", c.name, arguments_json(c)) for i, c in enumerate(turn.calls)
+            (f"call_{tag}{at:02d}{i:02d}", c.name, arguments_json(c))
+            for i, c in enumerate(turn.calls)
         )
         return Reply(text=turn.text, calls=calls)
 
@@ -237,10 +260,12 @@ def run_qwen(
     env: Mapping[str, str] | None = None,
     prompt: str = "Read missing.txt",
     base: Path | None = None,
+    agents: Callable[[Path], Mapping[str, Sequence[Turn]]] | None = None,
     setup: Callable[[Path, dict[str, str]], None] | None = None,
 ) -> Run:
     """``qwen -p PROMPT --output-format stream-json --approval-mode yolo`` in a fresh root
-    (``setup(cli, env)`` runs first, in its environment: e.g. installing an extension)."""
+    (``agents``: the subagents' scripts by the marker in their prompt; ``setup(cli, env)``
+    runs first, in its environment: e.g. installing an extension)."""
     from openai_server import FakeOpenAI, serve
     from qwen_original import MODEL, cli_path, environment, settings
 
@@ -256,7 +281,7 @@ def run_qwen(
         path = _write_json(root / "system" / "settings.json", system)
         run_env["QWEN_CODE_SYSTEM_SETTINGS_PATH"] = str(path)
     script = turns(ws) if callable(turns) else turns
-    fake = FakeOpenAI(openai_turns_responder(script))
+    fake = FakeOpenAI(openai_turns_responder(script, agents=agents(ws) if agents else None))
     with serve(fake):
         run_env.update(environment(home=home, base_url=fake.base_url, mode=None))
         run_env.update(_base_env(root))

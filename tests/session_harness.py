@@ -52,6 +52,7 @@ def in_process_session(
             SESSION_ID,
             client.ext_method if drain_supported else None,
             declared=boundary,
+            mode=mode,
             **timeout,
         ),
         options=options or SessionOptions(),

@@ -4,7 +4,6 @@ Anthropic Messages API: the same guard as the command hook, in memory."""
 from __future__ import annotations
 
 import asyncio
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ from agent_fakes.anthropic_messages import FakeAnthropic, serve_anthropic
 from agent_fakes.script import Turn
 from claude_agent_sdk import ClaudeAgentOptions, ClaudeSDKError, ResultMessage
 from claude_hook_harness import Run, read
+from claude_sdk_harness import Workspace, sdk_options
 
 from tool_failure_guard.integrations.claude_agent_sdk import (
     ProtectionStopped,
@@ -42,31 +42,14 @@ def _reads(count: int) -> Callable[[Path], list[Turn]]:
 def _run(
     turns_of: Callable[[Path], list[Turn]], base: Path, *, own_options: bool = False, **guard: Any
 ) -> SdkRun:
-    root = Path(tempfile.mkdtemp(prefix="sdk-", dir=base))
-    home, ws = root / "home", root / "ws"
-    home.mkdir()
-    ws.mkdir()
-    (ws / "present.txt").write_text("hello\n")
-    fake = FakeAnthropic(turns_of(ws))
+    place = Workspace.make(base)
+    fake = FakeAnthropic(turns_of(place.ws))
     hooks = RepeatedToolFailureHooks(**guard)
     messages: list[Any] = []
     raised: list[BaseException] = []
 
     async def drive() -> None:
-        options = ClaudeAgentOptions(
-            cwd=str(ws),
-            model="claude-sonnet-4-5",
-            allowed_tools=["Read"],
-            setting_sources=[],
-            env={
-                "HOME": str(home),
-                "ANTHROPIC_BASE_URL": fake.base_url,
-                "ANTHROPIC_API_KEY": "sk-ant-fake-key",
-                "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-                "DISABLE_TELEMETRY": "1",
-                "DISABLE_AUTOUPDATER": "1",
-            },
-        )
+        options = sdk_options(fake, place)
         try:
             if own_options:  # the hooks registered by the application itself
                 from claude_agent_sdk import query
@@ -82,7 +65,7 @@ def _run(
 
     with serve_anthropic(fake):
         asyncio.run(drive())
-    run = Run(fake.main_requests(), [], 0, "", root)
+    run = Run(fake.main_requests(), [], 0, "", place.root)
     return SdkRun(run, messages, raised[0] if raised else None, hooks)
 
 
@@ -127,3 +110,15 @@ def test_a_failing_callback_fails_open(tmp_path: Path, caplog: pytest.LogCapture
     bad = {"hook_event_name": "PostToolBatch", "session_id": "s", "tool_calls": "nope"}
     assert asyncio.run(hooks._event(bad, None, None)) == {}
     assert "failed open" in caplog.text
+
+
+def test_options_that_hold_the_guard_already_are_not_given_it_twice() -> None:
+    hooks = RepeatedToolFailureHooks(mode="enforce")
+    other = RepeatedToolFailureHooks(mode="enforce")
+    once = hooks.options(hooks.options(ClaudeAgentOptions()))
+    assert once.hooks is not None
+    assert {event: len(matchers) for event, matchers in once.hooks.items()} == {
+        event: 1 for event in hooks.hooks()
+    }
+    both = other.options(once)  # another guard is another guard: added after
+    assert both.hooks is not None and all(len(m) == 2 for m in both.hooks.values())

@@ -36,6 +36,20 @@ def test_the_developer_command_render_is_not_in_the_users_help(
     assert "render" not in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("typed", ["rendr", "hlep", "render-all"])
+def test_the_developer_command_is_not_named_when_a_command_is_mistyped(
+    typed: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main([typed])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert f"invalid choice: '{typed}'" in err
+    for name in set(SUBCOMMANDS) - HIDDEN:
+        assert repr(name) in err, name
+    assert "'render'" not in err
+
+
 @pytest.mark.parametrize(
     "argv",
     [

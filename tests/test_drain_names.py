@@ -189,6 +189,34 @@ def test_a_host_with_neither_name_stays_fail_open(box: Box) -> None:
     assert REPEATED_TOOL_FAILURE_REMINDER not in str(client.events)
 
 
+@pytest.mark.parametrize(
+    ("mode", "warned"), [("off", 0), ("shadow", 0), ("warn", 1), ("enforce", 1)]
+)
+def test_the_cannot_act_warning_is_given_only_where_the_guard_is_meant_to_act(
+    box: Box, mode: str, warned: int
+) -> None:
+    """Issue 41.2: a host without the drain takes nothing from off or shadow (docs/modes.md)."""
+    client = RecordingClient(drain_names=())
+    log = box.home / "agent.stderr"
+
+    async def go() -> None:
+        with log.open("wb") as stderr:
+            async with spawn_guarded_agent(
+                client, mode=mode, state_dir=box.state, home=box.home, stderr=stderr
+            ) as conn:
+                for _ in range(2):  # two sessions of one connection: one warning each
+                    session = await conn.new_session(cwd=str(box.project), mcp_servers=[])
+                    await conn.prompt(session_id=session.session_id, prompt=[text_block("go")])
+
+    asyncio.run(go())
+    lines = log.read_text(encoding="utf-8", errors="replace").splitlines()
+    warnings = [line for line in lines if "can never remind or stop" in line]
+    assert len(warnings) == 2 * warned, lines
+    assert all(f"its mode is {mode}" in line for line in warnings)
+    if mode != "off":  # off never asks the host (the guard is not run); the others do, once
+        assert client.drain_round_trips() == [BARE, PREFIXED]
+
+
 def test_a_timeout_on_the_bare_name_is_not_method_not_found(box: Box) -> None:
     client = RecordingClient(drain="slow", drain_names=[BARE])
     [response] = asyncio.run(prompts(box, client, extra=["--drain-timeout", "0.05"]))

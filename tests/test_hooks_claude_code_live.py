@@ -1,4 +1,5 @@
-"""The guard's command hook inside the real Claude Code (2.1.197, headless), end to end.
+"""The guard's command hook inside the real Claude Code (2.1.197, and 2.1.337 where
+parametrized), headless, end to end.
 
 A fake model keeps calling a failing tool; the hook is installed by the
 project's own installer.  What the model is sent is read from the fake's
@@ -11,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+from agent_clis import CLAUDE_VERSIONS
 from agent_fakes.script import Turn
 from claude_hook_harness import bash, read, run_claude
 
@@ -33,10 +36,11 @@ def _recovering(ws: Path) -> list[Turn]:
     return [failing, failing, Turn(calls=(read(present),)), failing, failing]
 
 
+@pytest.mark.parametrize("version", CLAUDE_VERSIONS)
 def test_enforce_parallel_calls_remind_once_then_stop_at_the_next_matching_batch(
-    tmp_path: Path,
+    tmp_path: Path, version: str
 ) -> None:
-    run = run_claude(_reads(6), mode="enforce", base=tmp_path)
+    run = run_claude(_reads(6), mode="enforce", base=tmp_path, version=version)
     # batch 1 (4 failures), batch 2 (8 across 2: the reminder, in the request right after it),
     # batch 3 (the same failure): the stop, and no request after it
     assert len(run.requests) == 3, run.stderr[-2000:]
@@ -54,8 +58,9 @@ def test_enforce_single_calls_reach_the_threshold_at_the_eighth_batch(tmp_path: 
     assert run.result["terminal_reason"] == "hook_stopped"
 
 
-def test_warn_reminds_once_and_never_stops(tmp_path: Path) -> None:
-    run = run_claude(_reads(6), mode="warn", base=tmp_path)
+@pytest.mark.parametrize("version", CLAUDE_VERSIONS)
+def test_warn_reminds_once_and_never_stops(tmp_path: Path, version: str) -> None:
+    run = run_claude(_reads(6), mode="warn", base=tmp_path, version=version)
     assert len(run.requests) == 7  # every scripted batch, then the final answer
     assert run.reminded_in() == [2]
     assert run.reminders_in_last() == 1

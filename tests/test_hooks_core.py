@@ -19,6 +19,7 @@ from tool_failure_guard.hooks.payload import MAX_PAYLOAD_BYTES, PayloadError, pa
 from tool_failure_guard.hooks.prompt import PromptSession
 from tool_failure_guard.hooks.run import HookOptions, run_hook
 from tool_failure_guard.hooks.state import StateStore, session_file_name
+from tool_failure_guard.hooks.state_folder import MARKER_NAME
 
 # -- payload ---------------------------------------------------------------------------
 
@@ -138,7 +139,8 @@ def test_a_new_session_prunes_session_files_older_than_a_week(tmp_path: Path) ->
     (tmp_path / "notes.txt").write_text("not a session")
     with store.session("new") as state:
         state["x"] = 1
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["new.json", "notes.txt", "recent.json"]
+    names = sorted(p.name for p in tmp_path.iterdir() if p.name != MARKER_NAME)
+    assert names == ["new.json", "notes.txt", "recent.json"]
 
 
 _COUNTER = """
@@ -232,11 +234,19 @@ def test_an_event_without_a_prompt_id_stays_in_the_prompt() -> None:
     assert session.enter_prompt("q") is True and not session.pending
 
 
-def test_user_prompt_submit_is_a_fresh_guard(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("submitted", "fresh"), [("q", True), (None, True), ("p", False)])
+def test_a_user_prompt_submit_is_a_fresh_guard_unless_its_prompt_id_is_the_current_one(
+    tmp_path: Path, submitted: str | None, fresh: bool
+) -> None:
+    # the same prompt id again is 2.1.337's <task-notification> of a background agent mid-turn
     _failing_batch(tmp_path, 1)
-    submit = {"hook_event_name": "UserPromptSubmit", "session_id": "s", "prompt_id": "p"}
-    _hook(tmp_path, submit)
-    assert _failing_batch(tmp_path, 2) == ""
+    submit = {"hook_event_name": "UserPromptSubmit", "session_id": "s", "prompt": "<task>"}
+    if submitted is not None:
+        submit["prompt_id"] = submitted
+    assert _hook(tmp_path, submit) == ("", "")
+    prompt = submitted or "p"
+    second = _failing_batch(tmp_path, 2, prompt=prompt)
+    assert (second == "") is fresh  # the same prompt: the second failing batch is reminded
 
 
 def test_warn_reminds_and_shadow_says_nothing(tmp_path: Path) -> None:
@@ -293,9 +303,11 @@ def test_failure_texts_are_typed_or_unknown(
     assert (row[4], row[5], row[6]) == expected
 
 
-def test_off_touches_no_state(tmp_path: Path) -> None:
+def test_off_registers_its_install_and_applies_nothing(tmp_path: Path) -> None:
     assert _hook(tmp_path, _failure("a"), "off") == ("", "")
-    assert not (tmp_path / "st").exists()
+    state = json.loads(StateStore(tmp_path / "st").path_of("s").read_text())["state"]
+    assert [entry[1] for entry in state["installs"].values()] == ["off"]
+    assert "loops" not in state and "events" not in state  # the failure was not recorded
 
 
 # -- fail open -----------------------------------------------------------------------------
@@ -322,7 +334,7 @@ def test_a_damaged_prompt_state_resets_the_streak(tmp_path: Path) -> None:
     _failing_batch(tmp_path, 1)
     path = StateStore(tmp_path / "st").path_of("s")
     data = json.loads(path.read_text())
-    data["state"]["prompt"]["batches"] = [["not a call"]]
+    data["state"]["loops"]["loops"][""]["batches"] = [["not a call"]]
     path.write_text(json.dumps(data))
     ids = [f"x{i}" for i in range(4)]
     said = [_hook(tmp_path, _failure(call_id))[1] for call_id in ids]
@@ -332,7 +344,7 @@ def test_a_damaged_prompt_state_resets_the_streak(tmp_path: Path) -> None:
 
 def test_a_bad_hook_command_line_fails_open_with_status_0() -> None:
     exe = Path(sys.executable).parent / "tool-failure-guard"
-    for extra in (["--mode", "bogus"], ["--nope"], ["--state-dir"]):
+    for extra in (["--mode", "bogus"], ["--nope"], ["--state-dir"], ["--scope", "bogus"]):
         done = subprocess.run(
             [str(exe), "hook", "claude-code", *extra],
             input=b"{}",

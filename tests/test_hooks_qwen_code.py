@@ -22,10 +22,14 @@ from typing import Any
 
 import pytest
 from agent_fakes.script import Call, Turn
-from hook_clis import Run, run_qwen
+from hook_clis import Run, agent_of, run_qwen
 from qwen_original import require_qwen
 
-from tool_failure_guard.guard import GUARD_MODE_ENV_VAR, REPEATED_TOOL_FAILURE_REMINDER
+from tool_failure_guard.guard import (
+    GUARD_MODE_ENV_VAR,
+    REPEATED_TOOL_FAILURE_REMINDER,
+    REPEATED_TOOL_FAILURE_STOP_MESSAGE,
+)
 
 REMINDER = REPEATED_TOOL_FAILURE_REMINDER
 #: What a project tries: hooks off, and another mode in the environment.
@@ -149,8 +153,12 @@ def test_shadow_sends_the_model_exactly_what_off_sends(tmp_path: Path) -> None:
     states = list(_state("shadow", tmp_path).glob("*.json"))
     assert len(states) == 1
     stored = json.loads(states[0].read_text(encoding="utf-8"))
-    assert len(stored["state"]["prompt"]["batches"]) == 4, stored
-    assert not list(_state("off", tmp_path).glob("*.json"))
+    assert len(stored["state"]["loops"]["loops"][""]["batches"]) == 4, stored
+    # off registered its install only (a managed off wins over others), applied nothing
+    assert all(
+        "loops" not in json.loads(p.read_text())["state"]
+        for p in _state("off", tmp_path).glob("*.json")
+    )
 
 
 def test_a_recovered_run_continues(tmp_path: Path) -> None:
@@ -160,3 +168,41 @@ def test_a_recovered_run_continues(tmp_path: Path) -> None:
     run = _run("enforce", turns, tmp_path)
     assert reminders(run) == [0, 0, 1, 1, 1]  # the success reset the streak: no stop
     assert _result(run)["result"] == "Done."
+
+
+def test_a_subagent_has_its_own_guard_its_stop_is_told_and_the_main_agent_told(
+    tmp_path: Path,
+) -> None:
+    # notes §8: a subagent's PostToolBatch fires once per response with all its calls, and
+    # no answer stops a Qwen Code subagent: the guard tells it the stop text instead
+    marker = "SUBAGENT-Q"
+
+    def main(ws: Path) -> list[Turn]:
+        arguments = {
+            "description": "check the files",
+            "prompt": f"{marker}: read the files and report.",
+            "subagent_type": "general-purpose",
+            "run_in_background": False,
+        }
+        return [Turn(text="Delegating.", calls=(Call(name="agent", arguments=arguments),))]
+
+    def agents(ws: Path) -> dict[str, list[Turn]]:
+        return {marker: [_reads(ws, b) for b in range(5)]}
+
+    run = run_qwen(main, system=_installed("enforce", tmp_path), base=tmp_path, agents=agents)
+    ours = [r for r in run.requests if agent_of(r, [marker]) == marker]
+    theirs = [r for r in run.requests if agent_of(r, [marker]) is None]
+
+    def holding(requests: list[dict[str, Any]], text: str) -> list[int]:
+        return [sum(t.count(text) for t in _texts(r)) for r in requests]
+
+    # the subagent's own streak: reminded after its 2nd batch, the stop text after its 3rd
+    # and after every later one (it goes on: its 5 scripted responses, then its answer)
+    assert len(ours) == 6, run.stderr[-2000:]
+    assert holding(ours, REMINDER) == [0, 0, 1, 1, 1, 1]
+    assert holding(ours, REPEATED_TOOL_FAILURE_STOP_MESSAGE) == [0, 0, 0, 1, 2, 3]
+    # the main agent: never reminded; its next request carries the notice; it ends normally
+    assert len(theirs) == 2
+    assert holding(theirs, REMINDER) == [0, 0]
+    assert holding(theirs, "tool-failure-guard stopped the subagent") == [0, 1]
+    assert run.returncode == 0 and _result(run)["result"] == "Done."

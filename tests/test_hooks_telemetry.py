@@ -159,3 +159,43 @@ def _end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str], folder: Path
     run_claude(_four_failing_reads, mode="shadow", base=tmp_path, telemetry=f"file:{bare}")
     assert main(["rollout", "check", str(bare), "--json"]) == 2
     assert "deployment.environment" in capsys.readouterr().err
+
+
+def test_a_subagents_loop_reports_as_a_prompt_of_its_own(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sink, state = tmp_path / "hooks.jsonl", tmp_path / "state"
+    base = {"session_id": "session-sub", "prompt_id": "prompt-main"}
+    sub = {"agent_id": "a1", "agent_type": "general-purpose"}
+    _hook(dict(base, hook_event_name="UserPromptSubmit", prompt=""), "enforce", state, sink)
+    answers = []
+    for number in range(3):  # the subagent: 4 failures a batch, stopped at its 3rd
+        ids = [f"toolu_s{number}_{i}" for i in range(4)]
+        for call_id in ids:
+            failure = dict(
+                base,
+                **sub,
+                hook_event_name="PostToolUseFailure",
+                tool_use_id=call_id,
+                tool_name="Read",
+                error="File does not exist.",
+                is_interrupt=False,
+            )
+            _hook(failure, "enforce", state, sink)
+        calls = [{"tool_use_id": i, "tool_name": "Read", "tool_response": "x"} for i in ids]
+        batch = dict(base, **sub, hook_event_name="PostToolBatch", tool_calls=calls)
+        answers.append(_hook(batch, "enforce", state, sink))
+    assert answers[-1].startswith('{"continue":false')
+    agent_call = [{"tool_use_id": "toolu_agent", "tool_name": "Agent", "tool_response": "x"}]
+    told = _hook(
+        dict(base, hook_event_name="PostToolBatch", tool_calls=agent_call), "enforce", state, sink
+    )
+    assert "stopped the subagent a1" in told
+    _hook(dict(base, hook_event_name="Stop", stop_hook_active=False), "enforce", state, sink)
+    assert main(["rollout", "check", str(sink), "--json"]) == 1
+    staging = json.loads(capsys.readouterr().out)["environments"]["staging"]
+    cohort = staging["cohorts"]["prompt-only"]
+    # two prompts: the subagent's loop (stopped) and the main agent's (ended normally)
+    assert (cohort["prompts"], cohort["stopped"]) == (2, 1)
+    violations = {name: inv["violations"] for name, inv in staging["invariants"].items()}
+    assert violations == dict.fromkeys(staging["invariants"], 0)

@@ -21,11 +21,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hook_workers import stop_workers, worker_pids
+from hook_workers import comparable_state, stop_workers, worker_pids
 
+from tool_failure_guard._version import installed_version
 from tool_failure_guard.hooks import channel
 from tool_failure_guard.hooks.clis import WORKER_EVENTS
 from tool_failure_guard.hooks.run import HookOptions, run_hook
+from tool_failure_guard.hooks.workers import list_workers
 
 _CLIENT = [sys.executable, "-m", "tool_failure_guard", "hook"]
 _WORKER = [sys.executable, "-m", "tool_failure_guard.hooks.worker"]
@@ -78,11 +80,7 @@ def _reference(cli: str, directory: Path, payload: Any, mode: str) -> tuple[byte
 
 
 def _state(directory: Path, session: str) -> dict[str, Any]:
-    """A session's state without what differs by design: request ids, the prompt's start time."""
-    body = json.loads((directory / f"{session}.json").read_text())["state"]
-    body.pop("requests", None)
-    body.pop("started", None)
-    return body  # type: ignore[no-any-return]
+    return comparable_state(directory / f"{session}.json")
 
 
 # -- recorded event sequences of each CLI (as its tests' fakes send them) -------------------
@@ -307,7 +305,15 @@ def test_with_no_worker_the_hook_answers_in_process_and_starts_one(
     # the first batch found no worker and started one: it listens for the next event
     _wait_for(lambda: (served / _SOCKET).exists(), "the started worker's socket")
     [pid] = worker_pids(served)
-    assert (served / channel.lock_name(channel.install_key())).read_text() == f"{pid}\n"
+    # its lock file tells which worker serves which code (for ``hook status``)
+    [info] = list_workers(str(served))
+    assert (info.pid, info.key, info.running, info.current) == (
+        pid,
+        channel.install_key(),
+        True,
+        True,
+    )
+    assert info.version == installed_version()
     assert _state(served, "s") == _state(reference, "s")
 
 
@@ -376,29 +382,69 @@ def _claude_batches_after(
     return answers
 
 
-def test_a_stalled_worker_times_out_and_applies_nothing_twice(folders: tuple[Path, Path]) -> None:
+def _told(tmp_path: Path, directory: Path, payload: Any) -> tuple[bytes, bytes, bool]:
+    """The hook's stdout, stderr, and whether its own process ran ``run_hook``."""
+    options = ["--mode", "enforce", "--state-dir", str(directory)]
+    done = subprocess.run(
+        [*_telling(tmp_path / "told"), "claude-code", *options],
+        input=json.dumps(payload).encode(),
+        capture_output=True,
+        timeout=25,  # under Claude Code's 30 s hook timeout
+        check=True,
+    )
+    in_process = (tmp_path / "told").read_text().splitlines()[-1] == "true"
+    return done.stdout, done.stderr, in_process
+
+
+def test_a_stopped_worker_is_replaced_and_applies_nothing_twice(
+    tmp_path: Path, folders: tuple[Path, Path]
+) -> None:
     served, reference = folders
     worker = _start_worker(served)
     expected = _expected_batches(reference, 4)
     events = list(_claude())
     answers = _claude_batches_after(served, events, 0, 1)  # events 0..4
-    os.kill(worker.pid, signal.SIGSTOP)
-    answers += _claude_batches_after(served, events, 5, 1)  # the client waits its bound
-    os.kill(worker.pid, signal.SIGCONT)  # the worker then takes the request it was sent
-    _wait_for(lambda: _served_pending(served) is None, "the resumed worker's turn")
-    answers += _claude_batches_after(served, events, 9, 2)
+    os.kill(worker.pid, signal.SIGSTOP)  # idle and stopped: it takes no request any more
+    for payload in events[5:8]:
+        _client("claude-code", served, payload, "enforce")
+    # the client waits its bound, ends the worker, answers in process and starts another
+    out, err, in_process = _told(tmp_path, served, events[8])
+    assert (err, in_process) == (b"", True)
+    answers.append(out)
+    assert worker.wait(timeout=30) == -signal.SIGKILL
+    _wait_for(lambda: _listens(served / _SOCKET), "the new worker's socket")
+    [replacement] = worker_pids(served)
+    assert replacement != worker.pid
+    for payload in events[9:]:  # no 2 s wait again: the new worker answers every batch
+        out, err, in_process = _told(tmp_path, served, payload)
+        assert err == b""
+        if payload["hook_event_name"] == "PostToolBatch":
+            assert not in_process
+            answers.append(out)
+            if len(answers) == len(expected):
+                break
     assert answers == expected
     assert _state(served, "s") == _state(reference, "s")
+    assert worker_pids(served) == [replacement]
 
 
-def _served_pending(directory: Path) -> None:
-    """None once the worker answers again (a fresh connection gets a reply)."""
-    from tool_failure_guard.hooks.client import exchange
-
-    header = {"cli": "claude-code", "mode": "enforce", "state_dir": str(directory), "request": "x"}
-    reply = exchange(str(directory), header, b"{}", timeout=5.0)
-    assert reply is not None and "failing open" in reply[1]
-    return None
+def test_a_request_handled_twice_is_applied_once(tmp_path: Path) -> None:
+    """A worker that gets to a request its client gave up on answers it and changes nothing."""
+    directory = tmp_path / "state"
+    events = list(_claude())[:5]  # a prompt, three failures, their batch
+    for payload in events[:-1]:
+        _reference("claude-code", directory, payload, "enforce")
+    answers = []
+    for _ in range(2):
+        stdout, stderr = io.StringIO(), io.StringIO()
+        options = HookOptions(cli="claude-code", mode="enforce", state_dir=directory)
+        data = io.BytesIO(json.dumps(events[-1]).encode())
+        run_hook(options, data, stdout, stderr, request="same-request")
+        answers.append((stdout.getvalue(), stderr.getvalue()))
+        if len(answers) == 1:
+            once = _state(directory, "s")
+    assert answers[0] == answers[1]
+    assert _state(directory, "s") == once
 
 
 def test_concurrent_hooks_start_one_worker(folders: tuple[Path, Path]) -> None:
@@ -466,6 +512,6 @@ def test_a_long_state_folder_is_reached_through_its_descriptor(tmp_path: Path) -
         _start_worker(deep)
         assert _claude_batches(deep, 3) == _expected_batches(reference, 3)
         stored = json.loads((deep / "s.json").read_text())["state"]
-        assert stored["requests"]
+        assert any(request for _key, request, _answer in stored["events"])
     finally:
         stop_workers(tmp_path)

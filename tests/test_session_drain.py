@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from acp.exceptions import RequestError
 
+from tool_failure_guard.guard import GuardMode
 from tool_failure_guard.session.config.declared_boundary import BoundaryKind
 from tool_failure_guard.session.pipeline.drain import (
     DRAIN_METHOD,
@@ -143,12 +144,13 @@ def test_without_the_drain_method_every_boundary_is_unreliable_and_push_still_wo
     assert len(host.requests) == 1  # never asked again
 
 
+@pytest.mark.parametrize("mode", [GuardMode.WARN, GuardMode.ENFORCE])
 def test_a_client_without_the_drain_gets_one_warning_naming_the_reason_and_the_fix(
-    caplog: pytest.LogCaptureFixture,
+    caplog: pytest.LogCaptureFixture, mode: GuardMode
 ) -> None:
     async def go() -> None:
         host = Host([RequestError.method_not_found("_" + DRAIN_METHOD)])
-        boundary = MidTurnInput("s1", host.ext)
+        boundary = MidTurnInput("s1", host.ext, mode=mode)
         for _ in range(3):  # three prompts, one warning
             boundary.start_prompt()
             await boundary.drain(watch_queued_prompt=True)
@@ -160,8 +162,27 @@ def test_a_client_without_the_drain_gets_one_warning_naming_the_reason_and_the_f
     assert warning.levelno == logging.WARNING
     text = warning.getMessage()
     assert "session s1" in text and "method not found" in text
-    assert "can never remind or stop" in text
+    assert "can never remind or stop" in text and f"its mode is {mode.value}" in text
     assert "TOOL_FAILURE_GUARD_INPUT_BOUNDARY=prompt-only" in text
+
+
+@pytest.mark.parametrize("mode", [GuardMode.OFF, GuardMode.SHADOW])
+def test_a_client_without_the_drain_is_no_warning_where_the_guard_is_not_meant_to_act(
+    caplog: pytest.LogCaptureFixture, mode: GuardMode
+) -> None:
+    """Issue 41.2: off and shadow never remind or stop, so nothing is lost to the host."""
+
+    async def go() -> MidTurnInput:
+        host = Host([RequestError.method_not_found("_" + DRAIN_METHOD)])
+        boundary = MidTurnInput("s1", host.ext, mode=mode)
+        boundary.start_prompt()
+        await boundary.drain(watch_queued_prompt=mode is not GuardMode.OFF)
+        return boundary
+
+    with caplog.at_level(logging.DEBUG, logger="session.drain"):
+        boundary = asyncio.run(go())
+    assert caplog.records == []
+    assert boundary.pull_disabled and not boundary.drain_supported  # recorded all the same
 
 
 def test_a_declared_prompt_only_client_gets_no_warning(caplog: pytest.LogCaptureFixture) -> None:

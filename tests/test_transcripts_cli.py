@@ -55,7 +55,7 @@ def test_show_content_prints_the_error_texts(capsys: pytest.CaptureFixture[str])
 def test_json_schema(capsys: pytest.CaptureFixture[str]) -> None:
     data = _json(capsys, str(FIXTURES))
     assert data["schema"] == "tool-failure-guard.transcripts/1"
-    assert set(data) == {"schema", "files", "skipped", "runs", "fleet", "rules"}
+    assert set(data) == {"schema", "files", "skipped", "runs", "fleet", "rules", "stop_rules"}
     assert {f["kind"] for f in data["files"]} == {
         "claude-code",
         "codex",
@@ -69,11 +69,12 @@ def test_json_schema(capsys: pytest.CaptureFixture[str]) -> None:
     assert sum(f["runs"] for f in data["files"]) == len(data["runs"]) == data["fleet"]["runs"] == 31
     run = next(r for r in data["runs"] if r["source"].endswith("failing-command.traj.json"))
     assert set(run) == {
-        "agent", "source", "run_id", "model", "succeeded", "outcome_from", "flags", "turns",
-        "calls", "failed_calls",
+        "agent", "source", "run_id", "model", "succeeded", "outcome_from", "profile", "flags",
+        "turns", "calls", "failed_calls",
         "input_tokens", "output_tokens", "modes", "saved", "peers",
     }  # fmt: skip
     assert run["succeeded"] is False and run["outcome_from"] == "agent" and run["flags"] == []
+    assert run["profile"] == "adapter"  # mini-swe-agent runs its own loop
     assert run["modes"]["shadow"]["remind"] == {
         "turn": 8,
         "call": 8,
@@ -90,7 +91,16 @@ def test_json_schema(capsys: pytest.CaptureFixture[str]) -> None:
     }
     # 14 turns, stopped after the 9th: the 5 after it, 11 + 7 tokens each, were saved
     assert run["saved"] == {"turns": 5, "calls": 5, "input_tokens": 55, "output_tokens": 35}
-    assert run["peers"] == {"gemini_cli": 5, "opencode_roo": 3, "goose": 3, "qwen_code": 5}
+    # 14 identical failing steps: Crush needs 10 steps and a 6th repeat among the last 10
+    assert run["peers"] == {
+        "gemini_cli": 5,
+        "opencode_roo": 3,
+        "goose": 3,
+        "qwen_code": 5,
+        "qwen_code_repeated_error": 3,
+        "cline_mistakes": 3,
+        "crush_repeated_steps": 10,
+    }
     rules = data["fleet"]["rules"]
     assert set(rules) == set(data["rules"])
     assert rules["guard_stop"]["failed"] == 4 and rules["guard_stop"]["succeeded"] == 0

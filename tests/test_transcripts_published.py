@@ -56,9 +56,9 @@ COUNTS: dict[str, tuple[int, int, int, int]] = {
     "mini-swe-agent/failing-command.traj.json": (1, 14, 14, 14),
     "mini-swe-agent/submits.traj.json": (1, 6, 3, 5),
     # mini-swe-agent 1.15: the same failing loop; a failure, a success, a timeout, two
-    # blocks (two refused calls), no block (an answer), the submit
+    # blocks (one rejected message: one refused record), no block (an answer), the submit
     "mini-swe-agent/v1-failing-command.traj.json": (1, 14, 14, 14),
-    "mini-swe-agent/v1-submits.traj.json": (1, 6, 4, 5),
+    "mini-swe-agent/v1-submits.traj.json": (1, 5, 3, 5),
     # openhands sdk 1.58.2 (tests/transcript_agents.py): 4 identical failing commands before
     # its stuck detector; a two-call batch, a missing file, an unknown tool, a refused call,
     # a timeout, a failing `ls`, `finish`; 10 different missing files
@@ -120,7 +120,7 @@ def test_mini_v1_is_sniffed_and_read_with_its_outcomes() -> None:
     path = MINI / "v1-submits.traj.json"
     assert json.loads(path.read_text())["trajectory_format"] == "mini-swe-agent-1"
     run = _only(path)
-    assert outcome_rows(run) == [[FAILED], [OK], [TIMEOUT], [REFUSED, REFUSED], [], [OK]]
+    assert outcome_rows(run) == [[FAILED], [OK], [TIMEOUT], [REFUSED], [], [OK]]
     assert run.succeeded is True and run.model == "openai/test-model"
     assert [t.input_tokens for t in run.turns] == [11] * 6  # the fake server's usage
     failing = _only(MINI / "v1-failing-command.traj.json")
@@ -142,7 +142,7 @@ def test_mini_v1_rows() -> None:
         "returncode 0",
         "returncode not 0",
         "timeout notice",
-        "format error, two or more blocks",
+        "format error, two or more blocks (one record)",
         "last response of a Submitted run",
         "anything else",
     }
@@ -153,7 +153,7 @@ def test_an_older_v1_without_a_format_field_is_read_as_v1(tmp_path: Path) -> Non
     del data["trajectory_format"]
     path = tmp_path / "old.traj.json"
     path.write_text(json.dumps(data, indent=2))
-    assert outcome_rows(_only(path)) == [[FAILED], [OK], [TIMEOUT], [REFUSED, REFUSED], [], [OK]]
+    assert outcome_rows(_only(path)) == [[FAILED], [OK], [TIMEOUT], [REFUSED], [], [OK]]
 
 
 def test_a_v1_run_whose_submission_is_past_the_head_is_still_sniffed(tmp_path: Path) -> None:

@@ -22,6 +22,7 @@ from tool_failure_guard.peer_rules import (
 )
 from tool_failure_guard.transcripts.importers import mini_swe_agent, own_history, qwen_code
 from tool_failure_guard.transcripts.model import ImportedCall, Run, Turn
+from tool_failure_guard.transcripts.profiles import PROFILES
 from tool_failure_guard.transcripts.replay import (
     RunResult,
     _function_call,
@@ -55,7 +56,7 @@ def test_enforce_stops_where_the_live_agent_stopped() -> None:
     runs = list(own_history.read(path))
     assert len(live) == len(runs) == 2
     for run in runs:
-        stop = replay_mode(run.turns, GuardMode.ENFORCE).stop
+        stop = replay_mode(run.turns, GuardMode.ENFORCE, PROFILES["acp"]).stop
         assert stop is not None and not stop.would
         assert stop.turn == live[run.run_id]
         assert stop.loop_type == "repeated_tool_execution_failure"
@@ -78,7 +79,7 @@ def test_shadow_decisions_are_the_guards() -> None:
                 kinds.append(str(guard.observe(batch.receipt()).kind))
                 protection.after_batch(batch)
             batches = [i for i, t in enumerate(run.turns, start=1) if t.calls]
-            result = replay_mode(run.turns, GuardMode.SHADOW)
+            result = replay_mode(run.turns, GuardMode.SHADOW, PROFILES["acp"])
             first_warn = next((batches[i] for i, k in enumerate(kinds) if k == "would_warn"), None)
             first_stop = next((batches[i] for i, k in enumerate(kinds) if k == "would_stop"), None)
             assert (result.remind.turn if result.remind else None) == first_warn
@@ -103,7 +104,7 @@ def test_saved_counts_the_turns_after_the_enforce_stop() -> None:
         for n in range(12)
     )
     turns += (Turn(line=99, calls=(), input_tokens=5, output_tokens=2),)
-    result = replay_run(Run(agent="x", source="f", run_id="r", turns=turns))
+    result = replay_run(Run(agent="qwen-code", source="f", run_id="r", turns=turns))
     stop = result.mode("enforce").stop
     assert stop is not None and result.saved is not None
     assert result.saved.turns == len(turns) - stop.turn
@@ -115,11 +116,19 @@ def test_saved_counts_the_turns_after_the_enforce_stop() -> None:
 
 def test_a_run_without_failures_fires_nothing() -> None:
     turns = tuple(Turn(line=n, calls=(_call(n, ok=True),)) for n in range(20))
-    result: RunResult = replay_run(Run(agent="x", source="f", run_id="r", turns=turns))
+    result: RunResult = replay_run(Run(agent="qwen-code", source="f", run_id="r", turns=turns))
     assert all(m.remind is None and m.stop is None for m in result.modes)
     assert result.saved is None
     # identical successful calls: the identical-call peers fire, Goose does not
-    assert result.peers == {"gemini_cli": 5, "opencode_roo": 3, "goose": None, "qwen_code": 5}
+    assert result.peers == {
+        "gemini_cli": 5,
+        "opencode_roo": 3,
+        "goose": None,
+        "qwen_code": 5,
+        "qwen_code_repeated_error": None,  # no error at all
+        "cline_mistakes": None,
+        "crush_repeated_steps": None,  # a success's output is not in the log: never matches
+    }
 
 
 def _peer(

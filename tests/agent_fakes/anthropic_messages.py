@@ -1,10 +1,14 @@
 """The Anthropic Messages API as Claude Code calls it: ``POST /v1/messages``, streamed.
 
-A request that offers tools is the agent's main loop: it is answered with the
+A request that offers tools is an agent loop's: it is answered with the
 script's turn at the position of how many assistant messages it already holds
 (text, then ``tool_use`` blocks whose input is streamed as ``input_json_delta``
-pieces; ``stop_reason`` ``tool_use`` or ``end_turn``).  Any other request (a
-title, a quota probe) gets a short text.  ``stream: false`` requests get the
+pieces; ``stop_reason`` ``tool_use`` or ``end_turn``).  A subagent's requests
+are told apart by their first user message (the prompt the main agent gave the
+``Agent`` call): one holding a marker of ``agents`` plays that script instead.
+Every call gets its own ``tool_use`` id (the main loop's ``toolu_PPIIfake``, a
+subagent's ``toolu_aKPPIIfake``: the CLIs' ids never repeat across agents).
+Any other request (a title, a quota probe) gets a short text.  ``stream: false`` requests get the
 same message as one JSON body.  Wire format: the published streaming events
 (``message_start``, ``content_block_start/delta/stop``, ``message_delta``,
 ``message_stop``).
@@ -13,7 +17,7 @@ same message as one JSON body.  Wire format: the published streaming events
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler
 from typing import Any
@@ -23,7 +27,7 @@ from .script import Recorder, Turn, arguments_json, send_events, send_json, serv
 MODEL = "claude-sonnet-4-5"
 
 
-def _message(turn: Turn, number: int, model: str) -> dict[str, Any]:
+def _message(turn: Turn, number: int, model: str, tag: str = "") -> dict[str, Any]:
     content: list[dict[str, Any]] = []
     if turn.text:
         content.append({"type": "text", "text": turn.text})
@@ -31,13 +35,13 @@ def _message(turn: Turn, number: int, model: str) -> dict[str, Any]:
         content.append(
             {
                 "type": "tool_use",
-                "id": f"toolu_{number:02d}{index:02d}fake",
+                "id": f"toolu_{tag}{number:02d}{index:02d}fake",
                 "name": call.name,
                 "input": call.arguments if isinstance(call.arguments, dict) else {},
             }
         )
     return {
-        "id": f"msg_{number:04d}fake",
+        "id": f"msg_{tag}{number:04d}fake",
         "type": "message",
         "role": "assistant",
         "model": model,
@@ -48,8 +52,8 @@ def _message(turn: Turn, number: int, model: str) -> dict[str, Any]:
     }
 
 
-def _events(turn: Turn, number: int, model: str) -> list[tuple[str, Any]]:
-    whole = _message(turn, number, model)
+def _events(turn: Turn, number: int, model: str, tag: str = "") -> list[tuple[str, Any]]:
+    whole = _message(turn, number, model, tag)
     start = dict(whole, content=[], stop_reason=None)
     start["usage"] = {"input_tokens": turn.usage[0], "output_tokens": 1}
     events: list[tuple[str, Any]] = [("message_start", {"type": "message_start", "message": start})]
@@ -125,31 +129,63 @@ def _events(turn: Turn, number: int, model: str) -> list[tuple[str, Any]]:
 
 
 class FakeAnthropic:
-    """Plays ``turns`` to the main loop; records every request."""
+    """Plays ``turns`` to the main loop and ``agents[marker]`` to the subagent whose first
+    user message holds ``marker``; records every request."""
 
-    def __init__(self, turns: Sequence[Turn], *, final: str = "Done.") -> None:
+    def __init__(
+        self,
+        turns: Sequence[Turn],
+        *,
+        final: str = "Done.",
+        agents: Mapping[str, Sequence[Turn]] | None = None,
+    ) -> None:
         self.turns = list(turns)
         self.final = final
+        self.agents = {marker: list(script) for marker, script in (agents or {}).items()}
         self.recorder = Recorder()
         self.base_url = ""
 
-    def main_requests(self) -> list[dict[str, Any]]:
+    def agent_of(self, body: Any) -> str | None:
+        """The marker of the subagent whose request ``body`` is (None: not a subagent's)."""
+        messages = body.get("messages") if isinstance(body, dict) else None
+        first = next((m for m in messages or () if m.get("role") == "user"), None)
+        text = json.dumps(first.get("content")) if first else ""
+        return next((marker for marker in self.agents if marker in text), None)
+
+    def _loop_requests(self, marker: str | None) -> list[dict[str, Any]]:
         return [
             body
             for method, path, body in self.recorder.requests
             if method == "POST"
             and path.startswith("/v1/messages")
+            and not path.endswith("/count_tokens")
             and isinstance(body, dict)
             and body.get("tools")
+            and self.agent_of(body) == marker
         ]
 
-    def _turn(self, body: dict[str, Any]) -> tuple[Turn, int]:
+    def main_requests(self) -> list[dict[str, Any]]:
+        """The main loop's model requests, in the order they came."""
+        return self._loop_requests(None)
+
+    def agent_requests(self, marker: str) -> list[dict[str, Any]]:
+        """The model requests of the subagent ``marker`` names, in the order they came."""
+        return self._loop_requests(marker)
+
+    def _turn(self, body: dict[str, Any]) -> tuple[Turn, int, str]:
         if not body.get("tools"):
-            return Turn(text="Scripted session", usage=(10, 3)), 900 + len(self.recorder.requests)
+            number = 900 + len(self.recorder.requests)
+            return Turn(text="Scripted session", usage=(10, 3)), number, ""
         position = sum(1 for m in body.get("messages", []) if m.get("role") == "assistant")
-        if position < len(self.turns):
-            return self.turns[position], position + 1
-        return Turn(text=self.final, usage=(150, 12)), position + 1
+        marker = self.agent_of(body)
+        if marker is not None:
+            tag = f"a{list(self.agents).index(marker)}"
+            script, final = self.agents[marker], f"{marker} finished."
+        else:
+            tag, script, final = "", self.turns, self.final
+        if position < len(script):
+            return script[position], position + 1, tag
+        return Turn(text=final, usage=(150, 12)), position + 1, tag
 
     def handle(self, handler: BaseHTTPRequestHandler, method: str, body: Any) -> None:
         path = handler.path.split("?", 1)[0]
@@ -163,12 +199,12 @@ class FakeAnthropic:
         if path.endswith("/count_tokens"):
             send_json(handler, 200, {"input_tokens": 100})
             return
-        turn, number = self._turn(body if isinstance(body, dict) else {})
+        turn, number, tag = self._turn(body if isinstance(body, dict) else {})
         model = str((body or {}).get("model") or MODEL)
         if isinstance(body, dict) and body.get("stream"):
-            send_events(handler, _events(turn, number, model))
+            send_events(handler, _events(turn, number, model, tag))
         else:
-            send_json(handler, 200, _message(turn, number, model))
+            send_json(handler, 200, _message(turn, number, model, tag))
 
 
 @contextmanager

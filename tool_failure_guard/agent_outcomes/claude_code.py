@@ -8,11 +8,15 @@ name (``mcp__`` tools are MCP tools) and the ``interrupted`` flag of a shell
 result are structured; every finer distinction below is read from the text
 and is marked ``heuristic``.  The rules are tried in the order of
 :data:`RULES`; the first that matches decides.
+
+The text is outside input (a hostile tool can return megabytes of it), so the
+rules read only its first :data:`MAX_CLASSIFIED_TEXT` characters and use plain
+string operations, never a backtracking pattern: a classification costs time
+linear in that bound, whatever the text.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -22,7 +26,16 @@ from tool_failure_guard.guard import ExecutionStatus, TerminalStatus
 
 from . import vocabulary as v
 
-_TOOL_USE_ERROR = re.compile(r"^\s*<tool_use_error>(.*?)(</tool_use_error>)?\s*$", re.DOTALL)
+#: The most characters of a result's text the rules read; the rest is never looked at.
+MAX_CLASSIFIED_TEXT: Final = 64 * 1024
+
+_OPEN_TAG: Final = "<tool_use_error>"
+_CLOSE_TAG: Final = "</tool_use_error>"
+
+
+def _cut(text: str) -> str:
+    """The part of ``text`` the rules read (cut before any matching)."""
+    return text[:MAX_CLASSIFIED_TEXT]
 
 
 @attrs.frozen(kw_only=True)
@@ -39,7 +52,7 @@ class Result:
 
     tool: str
     is_error: bool
-    text: str
+    text: str = attrs.field(converter=_cut)  #: its first MAX_CLASSIFIED_TEXT characters
     interrupted: bool  #: the tool's result object says it was interrupted (shell)
 
 
@@ -53,8 +66,16 @@ def _out(status: str, execution: str, error_type: str | None, heuristic: bool) -
 
 
 def _inner(text: str) -> str | None:
-    found = _TOOL_USE_ERROR.match(text)
-    return None if found is None else found.group(1)
+    """What ``<tool_use_error>...</tool_use_error>`` wraps (the closing tag optional), or None.
+
+    Whitespace around the whole is ignored, as is a text that does not start with
+    the tag.  String operations on the cut text: linear, never backtracking.
+    """
+    body = _cut(text).lstrip()
+    if not body.startswith(_OPEN_TAG):
+        return None
+    body = body[len(_OPEN_TAG) :].rstrip()
+    return body[: -len(_CLOSE_TAG)] if body.endswith(_CLOSE_TAG) else body
 
 
 def _interrupted_flag(r: Result) -> Outcome | None:

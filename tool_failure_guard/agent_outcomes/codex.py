@@ -139,7 +139,7 @@ def _metadata_exit_code(text: str) -> int | None:
         return None
     try:
         value = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # outside text: nested past the parser's depth too
         return None
     if not isinstance(value, dict) or not isinstance(value.get("metadata"), dict):
         return None

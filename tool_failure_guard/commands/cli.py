@@ -15,8 +15,12 @@ import sys
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
-    from collections.abc import Sequence
+    from collections.abc import Iterator, Sequence
     from types import ModuleType
+
+    _ParserMap = dict[str, argparse.ArgumentParser]
+else:
+    _ParserMap = dict
 
 #: Subcommands run but not listed in ``--help``: developer tools for a checkout of the project.
 HIDDEN: frozenset[str] = frozenset({"render"})
@@ -66,7 +70,20 @@ def build_parser() -> argparse.ArgumentParser:
             )
         sub.set_defaults(_module=module_name)
         _module(module_name).configure(sub)
+    # argparse names every choice in its "invalid choice" message: list the public ones only
+    commands.choices = _ListedChoices(commands.choices or {})
     return parser
+
+
+class _ListedChoices(_ParserMap):
+    """The subcommands a word is checked against; iterating them (listing) skips HIDDEN.
+
+    argparse checks ``word in choices`` and names ``', '.join(choices)`` when it is
+    not: a hidden command still runs, and a mistyped one never lists it.
+    """
+
+    def __iter__(self) -> Iterator[str]:
+        return (name for name in super().__iter__() if name not in HIDDEN)
 
 
 def _module(name: str) -> ModuleType:

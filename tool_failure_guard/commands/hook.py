@@ -106,6 +106,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 #: The options of ``hook <cli>``, each taking one value.
 _HANDLE_OPTIONS = HOOK_OPTIONS
+#: The scopes ``--scope`` names on a hook's command line (``hooks.installs.SCOPE_RANK``).
+_SCOPES = ("managed", "system", "user", "plugin", "project", "settings")
 
 
 def handle_main(words: list[str]) -> int | None:
@@ -141,16 +143,22 @@ def handle_main(words: list[str]) -> int | None:
         mode = configured_mode(cli)
     if mode not in _MODES:
         return _bad_command_line(cli, f"--mode {mode!r} is not one of {', '.join(_MODES)}")
-    telemetry = values.get("--telemetry")
-    if telemetry is not None:  # handled in process (the sink is built there)
-        from tool_failure_guard.hooks.run import main as in_process
-
-        return in_process(
-            cli, mode, values.get("--state-dir"), telemetry, values.get("--environment")
-        )
+    scope = values.get("--scope")
+    if scope is not None and scope not in _SCOPES:
+        return _bad_command_line(cli, f"--scope {scope!r} is not one of {', '.join(_SCOPES)}")
     from tool_failure_guard.hooks.client import main
 
-    return main(cli, mode, values.get("--state-dir"), telemetry)
+    # the command line as the CLI ran it: an install's key, and what its scope's file must hold
+    argv = (sys.argv[0] if sys.argv else "", "hook", *words)
+    return main(
+        cli,
+        mode,
+        values.get("--state-dir"),
+        values.get("--telemetry"),
+        scope=scope,
+        command="\0".join(argv),
+        environment=values.get("--environment"),
+    )
 
 
 def _bad_command_line(cli: str, problem: str) -> int:
@@ -172,6 +180,11 @@ def _handle_options(sub: argparse.ArgumentParser, cli: str) -> None:
         help=f"the private state folder (default $XDG_STATE_HOME/tool-failure-guard/hooks/{cli})",
     )
     sub.add_argument("--telemetry", metavar="SPEC", help="telemetry sink: file:PATH, otlp")
+    sub.add_argument(
+        "--scope",
+        choices=_SCOPES,
+        help="the scope the installer wrote (its rank when several installs reach a session)",
+    )
 
 
 def _target_options(sub: argparse.ArgumentParser, cli: str) -> None:

@@ -24,6 +24,7 @@ HELP = "what the guard and peers' loop rules would have done on agents' own sess
 
 def configure(parser: argparse.ArgumentParser) -> None:
     from tool_failure_guard.transcripts.importers import IMPORTERS, where_logs_live
+    from tool_failure_guard.transcripts.profiles import BY_KIND, PROFILES
 
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = where_logs_live()
@@ -31,6 +32,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("paths", nargs="+", metavar="PATH", help="transcript files or directories")
     parser.add_argument("--kind", choices=sorted(IMPORTERS), help="read every file as this kind")
     parser.add_argument("--json", action="store_true", help="one JSON document on stdout")
+    parser.add_argument(
+        "--profile",
+        choices=list(PROFILES),
+        help="replay every run with the guard as this host runs it (default: each agent's own: "
+        + ", ".join(f"{kind} {name}" for kind, name in BY_KIND.items())
+        + ")",
+    )
     parser.add_argument(
         "--show-content",
         action="store_true",
@@ -62,6 +70,7 @@ def run(args: argparse.Namespace) -> int:
     from tool_failure_guard.transcripts.collect import NoRuns, collect
     from tool_failure_guard.transcripts.model import TranscriptError
     from tool_failure_guard.transcripts.plot import PlotUnavailable, plot_target, write_plot
+    from tool_failure_guard.transcripts.profiles import profile
     from tool_failure_guard.transcripts.report import document, fleet
     from tool_failure_guard.transcripts.text import render, shown
 
@@ -72,7 +81,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         plot = None if args.plot is None else plot_target(args.plot)  # before any work
         with tempfile.TemporaryDirectory(prefix="tfg-transcripts-") as streams:
-            found = collect(args.paths, args.kind, Path(streams), args.progress)
+            chosen = None if args.profile is None else profile(args.profile)
+            found = collect(args.paths, args.kind, Path(streams), args.progress, chosen)
     except NoRuns as exc:
         for skipped in exc.skipped:
             print(f"  skipped {shown(skipped.path)}: {shown(skipped.reason)}", file=sys.stderr)

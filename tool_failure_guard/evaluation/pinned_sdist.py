@@ -12,10 +12,14 @@ one (a directory without the marker is removed and unpacked again).
 The index is the one pip is configured with (``pip config list``: ``PIP_INDEX_URL`` and
 the ``index-url`` settings, then the ``extra-index-url`` ones; pypi.org's simple API when
 none is set), its ``cert`` setting is honoured, credentials in an index URL are sent as
-HTTP basic auth and never printed, and only to the index's own origin (scheme, host and
-port): a redirect elsewhere (a CDN holding the files) is followed without them, as pip
-does (``urllib`` alone would send them to wherever the index redirects). Standard
-library only: it runs before anything else is installed.
+HTTP basic auth and never printed (every URL in a message goes through
+:func:`tool_failure_guard.redaction.redact_url`: the user information and credential-like
+query parameters such as ``?token=`` are masked), and only to the index's own origin
+(scheme, host and port): a redirect elsewhere (a CDN holding the files) is followed
+without them, as pip does (``urllib`` alone would send them to wherever the index
+redirects). Standard library and this package only
+(:mod:`tool_failure_guard.redaction` is plain functions on text): it runs before
+anything else is installed.
 """
 
 from __future__ import annotations
@@ -40,6 +44,8 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
+from tool_failure_guard.redaction import redact_text, redact_url
+
 DEFAULT_INDEX = "https://pypi.org/simple/"
 PAGE_LIMIT = 16 << 20  # a project page larger than this is refused
 TIMEOUT_S = 60.0
@@ -57,16 +63,6 @@ def sha256_of(path: Path) -> str:
         while chunk := handle.read(1 << 20):
             digest.update(chunk)
     return digest.hexdigest()
-
-
-def redact(url: str) -> str:
-    """The URL without any user name or password in it (for messages)."""
-    parts = urllib.parse.urlsplit(url)
-    if parts.username is None and parts.password is None:
-        return url
-    host = parts.hostname or ""
-    netloc = f"{host}:{parts.port}" if parts.port else host
-    return urllib.parse.urlunsplit(parts._replace(netloc=f"***@{netloc}"))
 
 
 # -- pip's configuration ----------------------------------------------------------------------
@@ -208,16 +204,16 @@ def find_file(
     except urllib.error.HTTPError as error:
         if error.code == 404:
             return None
-        raise FetchError(f"{redact(page)}: HTTP {error.code}") from None
+        raise FetchError(f"{redact_url(page)}: HTTP {error.code}") from None
     except (urllib.error.URLError, OSError) as error:
-        raise FetchError(f"{redact(page)}: {error}") from None
+        raise FetchError(f"{redact_url(page)}: {redact_text(str(error))}") from None
     if len(body) > PAGE_LIMIT:
-        raise FetchError(f"{redact(page)}: the project page is over {PAGE_LIMIT} bytes")
+        raise FetchError(f"{redact_url(page)}: the project page is over {PAGE_LIMIT} bytes")
     if "json" in kind:
         try:
             files = json.loads(body)["files"]
         except (ValueError, KeyError, TypeError):
-            raise FetchError(f"{redact(page)}: not a PEP 691 project page") from None
+            raise FetchError(f"{redact_url(page)}: not a PEP 691 project page") from None
         for entry in files if isinstance(files, list) else []:
             if isinstance(entry, dict) and entry.get("filename") == filename:
                 hashes = entry.get("hashes") if isinstance(entry.get("hashes"), dict) else {}
@@ -268,13 +264,15 @@ def download(
                     log(f"{target.name}: {got >> 20} of {size >> 20} MiB")
     except (urllib.error.URLError, OSError) as error:
         partial.unlink(missing_ok=True)
-        raise FetchError(f"downloading {redact(url)} failed: {error}") from None
+        raise FetchError(
+            f"downloading {redact_url(url)} failed: {redact_text(str(error))}"
+        ) from None
     actual = digest.hexdigest()
     if got != size or actual != sha256:
         partial.unlink(missing_ok=True)
         shown = f"over {size}" if got > size else str(got)
         raise FetchError(
-            f"{target.name} from {redact(url)}: sha256 {actual} ({shown} bytes), pinned "
+            f"{target.name} from {redact_url(url)}: sha256 {actual} ({shown} bytes), pinned "
             f"{sha256} ({size} bytes); refusing it (nothing of it was run or unpacked)"
         )
     partial.replace(target)
@@ -310,12 +308,12 @@ def fetch(
         url, declared = found
         if declared is not None and declared.lower() != sha256:
             raise FetchError(
-                f"{redact(index)} lists {filename} with sha256 {declared}, pinned {sha256}; "
+                f"{redact_url(index)} lists {filename} with sha256 {declared}, pinned {sha256}; "
                 "refusing it (nothing was downloaded)"
             )
-        log(f"downloading {filename} from {redact(url)}")
+        log(f"downloading {filename} from {redact_url(url)}")
         return download(_with_credentials(url, index), target, sha256, size, context, log)
-    shown = ", ".join(redact(url) for url in indexes)
+    shown = ", ".join(redact_url(url) for url in indexes)
     raise FetchError(f"no index lists {filename} (searched {shown})")
 
 

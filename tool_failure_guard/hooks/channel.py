@@ -9,10 +9,17 @@ worker of the old one.  Beside it, the worker's lock file holds the worker's
 pid under an exclusive ``flock`` for as long as it lives, so concurrent hooks
 start at most one.
 
-One exchange: the client sends one header line (JSON: cli, mode, state folder,
-request id) and the payload, then closes its side; the worker answers one
-JSON object (the stdout and stderr text the in-process hook would have
-written) and closes.  Stdlib only: the client's start-up is the hook's cost.
+The key is cheap (four files' stamps), so it does not see every change: the
+worker itself compares the stamps of every module of the package and of the
+distribution's metadata (:func:`code_stamps`) with those it started with,
+before each request and while idle, and retires on a change (no event is
+answered by code a fresh hook process would no longer load).
+
+One exchange: the client sends one header line (JSON: every field of the
+hook's ``HookOptions`` and the request id) and the payload, then closes its
+side; the worker answers one JSON object (the stdout and stderr text the
+in-process hook would have written, or ``refused``) and closes.  Stdlib only:
+the client's start-up is the hook's cost.
 """
 
 from __future__ import annotations
@@ -56,6 +63,68 @@ def install_key() -> str:
             continue
         parts.append(f"{info.st_ino}:{info.st_mtime_ns}:{info.st_size}")
     data = "\0".join(parts).encode("utf-8", "surrogateescape")
+    return f"{zlib.crc32(data):08x}{zlib.adler32(data):08x}"
+
+
+def metadata_files(root: str = PACKAGE_ROOT) -> list[str]:
+    """The installed distribution's ``METADATA`` and ``RECORD`` (a reinstall rewrites them).
+
+    The ``tool_failure_guard-*.dist-info`` folders beside the package (an installed
+    one) and the one ``importlib.metadata`` finds (an editable install's, in the
+    environment).  Run by the worker once, at its start.
+    """
+    folders: set[str] = set()
+    try:
+        names = os.listdir(root)
+    except OSError:
+        names = []
+    folders.update(
+        os.path.join(root, name)
+        for name in names
+        if name.startswith("tool_failure_guard-") and name.endswith(".dist-info")
+    )
+    try:
+        from importlib import metadata
+
+        found = getattr(metadata.distribution("tool-failure-guard"), "_path", None)
+    except Exception:  # no metadata (a source tree never installed): the modules only
+        found = None
+    if found is not None:
+        folders.add(str(found))
+    return [
+        os.path.join(folder, name) for folder in sorted(folders) for name in ("METADATA", "RECORD")
+    ]
+
+
+def code_stamps(files: list[str], package: str = _PACKAGE) -> list[tuple[str, int, int, int]]:
+    """(path, inode, mtime ns, size) of every ``.py`` under ``package`` and of ``files``.
+
+    A change to any module (an edit, a ``git pull`` in an editable clone, a
+    reinstall: new files, removed files, rewritten ones) changes the list.
+    """
+    stamps: list[tuple[str, int, int, int]] = []
+    folders = [package]
+    while folders:
+        with os.scandir(folders.pop()) as entries:
+            for entry in entries:
+                if entry.name.endswith(".py"):
+                    info = entry.stat(follow_symlinks=False)
+                    stamps.append((entry.path, info.st_ino, info.st_mtime_ns, info.st_size))
+                elif entry.name != "__pycache__" and entry.is_dir(follow_symlinks=False):
+                    folders.append(entry.path)
+    for path in files:
+        try:
+            info = os.stat(path)
+            stamps.append((path, info.st_ino, info.st_mtime_ns, info.st_size))
+        except OSError:
+            stamps.append((path, -1, -1, -1))
+    stamps.sort()
+    return stamps
+
+
+def code_digest(stamps: list[tuple[str, int, int, int]]) -> str:
+    """A short digest of :func:`code_stamps` (what a worker's lock file records)."""
+    data = "\0".join(f"{p}:{i}:{m}:{s}" for p, i, m, s in stamps).encode("utf-8", "surrogateescape")
     return f"{zlib.crc32(data):08x}{zlib.adler32(data):08x}"
 
 

@@ -1,6 +1,11 @@
 """What Claude Code's hook events mean to the guard (the command hook and the SDK adapter).
 
-- ``UserPromptSubmit``, or an event of another ``prompt_id``: a fresh guard.
+Each event is read against its own agent loop's guard (the main agent's, or a
+subagent's by ``agent_id``: :mod:`tool_failure_guard.hooks.loops`).
+
+- ``UserPromptSubmit`` with a new ``prompt_id`` (or none), or an event of another
+  ``prompt_id``: a fresh guard.  The same ``prompt_id`` again (a background
+  agent's ``<task-notification>``, 2.1.337) is the same prompt.
 - ``PostToolUseFailure``: the call ran and failed (or was interrupted): its
   outcome is recorded by ``tool_use_id``, classified by
   :func:`tool_failure_guard.agent_outcomes.claude_code.classify_hook_failure`;
@@ -47,6 +52,9 @@ EVENTS: Final = ("UserPromptSubmit", "PostToolUseFailure", "PostToolBatch", "Sto
 TELEMETRY_EVENTS: Final = ("Stop",)
 #: The events whose installed group has ``matcher: "*"`` (every tool).
 TOOL_EVENTS: Final = ("PostToolUseFailure", "PostToolBatch")
+#: The main loop's events whose ``additionalContext`` reaches its next request: where the
+#: notice of a subagent the guard stopped goes (:mod:`tool_failure_guard.hooks.loops`).
+NOTICE_EVENTS: Final = ("PostToolBatch", "UserPromptSubmit")
 #: The managed (administrator's) settings file, per platform (Claude Code's own paths).
 MANAGED_SETTINGS: Final = {
     "darwin": "/Library/Application Support/ClaudeCode/managed-settings.json",
@@ -127,7 +135,10 @@ def handle(payload: Mapping[str, Any], session: PromptSession) -> Handled:
     prompt_id = payload.get("prompt_id")
     prompt = prompt_id if isinstance(prompt_id, str) and prompt_id else None
     if event == "UserPromptSubmit":
-        session.new_prompt(prompt)
+        # the prompt id decides: the same one is the same prompt (2.1.337 hands a background
+        # agent's ``<task-notification>`` to the main loop this way, mid-turn); none is new
+        if prompt is None or prompt != session.prompt_id:
+            session.new_prompt(prompt)
         return _NOTHING
     if event == "PostToolUseFailure":
         # recorded as it came (classified when the batch settles: this event loads no core)
@@ -177,6 +188,8 @@ def _batch(payload: Mapping[str, Any], session: PromptSession) -> Handled:
         else:
             outcome = classify_batch_entry(tool, result_text(entry.get("tool_response")))
         outcomes.append(outcome_of(call, outcome))
+    # a record left belongs to a batch that never settled: its error text goes now
+    session.drop_pending()
     return answered(session.settle(outcomes), "PostToolBatch")
 
 

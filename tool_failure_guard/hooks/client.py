@@ -11,7 +11,13 @@ Fail open as before: no worker, a stale socket, a refused, broken or slow
 exchange (past :data:`EXCHANGE_TIMEOUT_S`) -> the event is handled in process,
 with the same answer (the request's id keeps a late worker from applying it a
 second time), and a worker is started detached for the next event: one at a
-time, the worker lock taken without waiting and handed to the worker.
+time, the worker lock taken without waiting and handed to the worker.  A
+worker that did not answer within the bound (stopped, or stuck holding a
+session's lock) is ended first (:func:`~tool_failure_guard.hooks.workers.end_unresponsive`),
+so the next event has a new one instead of waiting again; a worker that
+refused because the installed code changed has already retired.  Anything
+that goes wrong here (an unreadable stdin, no home folder) fails open too:
+exit 0, nothing on stdout, one line on stderr.
 """
 
 from __future__ import annotations
@@ -48,30 +54,50 @@ def _routed(cli: str, data: bytes) -> bool:
         return False
     try:
         payload = json.loads(data)
-    except ValueError:
+    except (ValueError, RecursionError):
         return False
-    return isinstance(payload, dict) and payload.get("hook_event_name") in events
+    if not isinstance(payload, dict):
+        return False
+    name = payload.get("hook_event_name")
+    return isinstance(name, str) and name in events
+
+
+#: How an exchange ended: answered, no worker there, refused (or broken), or no answer in time.
+ANSWERED, ABSENT, REFUSED, TIMED_OUT = "answered", "absent", "refused", "timed out"
 
 
 def exchange(
-    directory: str, header: dict[str, str], data: bytes, timeout: float = EXCHANGE_TIMEOUT_S
+    directory: str, header: dict[str, str | None], data: bytes, timeout: float = EXCHANGE_TIMEOUT_S
 ) -> tuple[str, str] | None:
     """The worker's (stdout, stderr) for one request, or None (no worker, refused, too slow)."""
+    return _exchange(directory, header, data, timeout)[1]
+
+
+def _exchange(
+    directory: str, header: dict[str, str | None], data: bytes, timeout: float
+) -> tuple[str, tuple[str, str] | None]:
+    """How the exchange ended, and the worker's (stdout, stderr) when it answered."""
     # the C module under ``socket``: ``socket`` itself loads enum and selectors (~5 ms)
     import _socket
     import time
 
     if not channel.private_folder(directory):
-        return None
+        return ABSENT, None
     deadline = time.monotonic() + timeout
     try:
         address = channel.Address(directory, channel.socket_name(channel.install_key()))
     except OSError:
-        return None
+        return ABSENT, None
     conn = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         conn.settimeout(timeout)
-        conn.connect(address.path)
+        try:
+            conn.connect(address.path)
+        except TimeoutError:
+            return TIMED_OUT, None  # a full backlog: the worker takes nothing
+        except OSError:
+            return ABSENT, None
+        conn.settimeout(max(0.001, deadline - time.monotonic()))
         conn.sendall(json.dumps(header).encode() + b"\n" + data)
         conn.shutdown(_socket.SHUT_WR)
         chunks: list[bytes] = []
@@ -79,27 +105,29 @@ def exchange(
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
-                return None
+                return TIMED_OUT, None
             conn.settimeout(left)
             chunk = conn.recv(65536)
             if not chunk:
                 break
             size += len(chunk)
             if size > channel.MAX_REPLY_BYTES:
-                return None
+                return REFUSED, None
             chunks.append(chunk)
         reply = json.loads(b"".join(chunks))
+    except TimeoutError:
+        return TIMED_OUT, None
     except (OSError, ValueError):
-        return None
+        return REFUSED, None
     finally:
         conn.close()
         address.close()
     if not isinstance(reply, dict):
-        return None
+        return REFUSED, None
     out, err = reply.get("stdout"), reply.get("stderr")
     if not isinstance(out, str) or not isinstance(err, str):
-        return None  # refused: handled in process
-    return out, err
+        return REFUSED, None  # handled in process
+    return ANSWERED, (out, err)
 
 
 def start_worker(directory: str) -> int | None:
@@ -133,27 +161,51 @@ def start_worker(directory: str) -> int | None:
         os.close(fd)  # the worker holds the lock through its own descriptor
 
 
-def main(cli: str, mode: str, state_dir: str | None, telemetry: str | None) -> int:
-    """``tool-failure-guard hook <cli>``: the worker's answer, or the in-process one."""
-    if telemetry is not None or mode == "off" or cli not in WORKER_EVENTS:
-        from tool_failure_guard.hooks.run import main as in_process
+def main(
+    cli: str, mode: str, state_dir: str | None, telemetry: str | None, **more: str | None
+) -> int:
+    """``tool-failure-guard hook <cli>``: the worker's answer, or the in-process one.
 
-        return in_process(cli, mode, state_dir, telemetry)
-    data = sys.stdin.buffer.read(MAX_PAYLOAD_BYTES + 1)
+    ``more``: the other ``HookOptions`` fields from the command line (each carried to
+    the worker in the request's header, and to the in-process hook).
+    """
+    try:
+        return _main(cli, {"mode": mode, "state_dir": state_dir, "telemetry": telemetry, **more})
+    except Exception as error:  # fail open: the CLI goes on as without the guard
+        reason = str(error).splitlines()[0] if str(error) else ""
+        with contextlib.suppress(Exception):
+            print(
+                f"tool-failure-guard hook {cli}: failing open "
+                f"({type(error).__name__}: {reason[:300]})",
+                file=sys.stderr,
+            )
+        return 0
+
+
+def _main(cli: str, fields: dict[str, str | None]) -> int:
+    stdin = getattr(sys.stdin, "buffer", None)  # None: the CLI closed the hook's stdin
+    if fields["telemetry"] is not None or fields["mode"] == "off" or cli not in WORKER_EVENTS:
+        return _handle_here(cli, fields, stdin or io.BytesIO(), None)
+    data = stdin.read(MAX_PAYLOAD_BYTES + 1) if stdin is not None else b""
     if not _routed(cli, data):
-        return _handle_here(cli, mode, state_dir, io.BytesIO(data), None)
+        return _handle_here(cli, fields, io.BytesIO(data), None)
+    state_dir = fields["state_dir"]
     if not state_dir:
         from tool_failure_guard.hooks.state import default_state_dir
 
         state_dir = str(default_state_dir(cli))
     directory = os.path.abspath(state_dir)
+    fields = {**fields, "state_dir": directory}
     request = os.urandom(12).hex()
-    header = {"cli": cli, "mode": mode, "state_dir": directory, "request": request}
-    reply = exchange(directory, header, data)
+    ended, reply = _exchange(
+        directory, {"cli": cli, **fields, "request": request}, data, EXCHANGE_TIMEOUT_S
+    )
     if reply is not None:
         _write(*reply)
         return 0
-    code = _handle_here(cli, mode, directory, io.BytesIO(data), request)
+    if ended == TIMED_OUT:  # stopped, or stuck (maybe holding the session's lock): replace it
+        _end_worker(cli, directory)
+    code = _handle_here(cli, fields, io.BytesIO(data), request)
     try:
         start_worker(directory)
     except Exception as error:  # the answer is given; the next event tries again
@@ -165,14 +217,25 @@ def main(cli: str, mode: str, state_dir: str | None, telemetry: str | None) -> i
     return code
 
 
-def _handle_here(
-    cli: str, mode: str, state_dir: str | None, stdin: IO[bytes], request: str | None
-) -> int:
-    from pathlib import Path
+def _end_worker(cli: str, directory: str) -> None:
+    try:
+        from tool_failure_guard.hooks.workers import end_unresponsive
 
+        end_unresponsive(directory, channel.install_key())
+    except Exception as error:  # the event is still answered in process
+        print(
+            f"tool-failure-guard hook {cli}: could not end the unresponsive worker "
+            f"({type(error).__name__}: {str(error)[:200]})",
+            file=sys.stderr,
+        )
+
+
+def _handle_here(
+    cli: str, fields: dict[str, str | None], stdin: IO[bytes], request: str | None
+) -> int:
     from tool_failure_guard.hooks.run import HookOptions, run_hook
 
-    options = HookOptions(cli=cli, mode=mode, state_dir=Path(state_dir) if state_dir else None)
+    options = HookOptions.from_header({"cli": cli, **fields})
     return run_hook(options, stdin, sys.stdout, sys.stderr, request=request)
 
 

@@ -32,7 +32,8 @@ HOOK_OPTIONS: Final = ("--mode", "--state-dir", "--telemetry", "--scope", "--env
 #: every other event is cheap and handled in the hook's own process.
 WORKER_EVENTS: Final[dict[str, frozenset[str]]] = {
     "claude-code": frozenset({"PostToolBatch"}),
-    "qwen-code": frozenset({"UserPromptSubmit", "Stop"}),
+    # PostToolBatch: a subagent's settles its batch (a main agent's only records its call)
+    "qwen-code": frozenset({"UserPromptSubmit", "PostToolBatch", "Stop"}),
     "gemini-cli": frozenset({"BeforeModel", "AfterAgent"}),
     "codex": frozenset({"PreToolUse", "Stop"}),
 }

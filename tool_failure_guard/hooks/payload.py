@@ -3,7 +3,8 @@
 A CLI writes the event as one JSON object on the hook's stdin and reads the
 answer from its stdout.  The payload carries the tool's input and output, so
 its size is bounded by :data:`MAX_PAYLOAD_BYTES`: a bigger one is refused with
-an error that names the bound, never read into memory whole.
+an error that names the bound, never read into memory whole; one nested past
+what the decoder can follow is refused the same way.
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ if TYPE_CHECKING:
 MAX_PAYLOAD_BYTES: Final = 4 * 1024 * 1024
 
 
+_JSON_TYPES: Final = {dict: "object", list: "array", int: "number", float: "number", bool: "bool"}
+
+
 class PayloadError(ValueError):
     """The payload is not one JSON object within :data:`MAX_PAYLOAD_BYTES`."""
 
@@ -34,8 +38,16 @@ def parse_payload(data: bytes, *, limit: int = MAX_PAYLOAD_BYTES) -> dict[str, A
         value = json.loads(data)
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise PayloadError(f"hook payload is not JSON ({error})") from None
+    except RecursionError:
+        raise PayloadError("hook payload is nested too deeply to read") from None
     if not isinstance(value, dict):
         raise PayloadError(f"hook payload is a JSON {type(value).__name__}, not an object")
+    name = value.get("hook_event_name")
+    if name is not None and not isinstance(name, str):
+        raise PayloadError(
+            f"hook payload field 'hook_event_name' is a JSON {_JSON_TYPES.get(type(name), 'value')}"
+            ", not a string"
+        )
     return value
 
 

@@ -51,6 +51,8 @@ class PromptSession:
         self.prompt_id: str | None = None
         #: call id -> what the CLI's per-call hook recorded (JSON values)
         self.pending: dict[str, list[Any]] = {}
+        #: call id -> when its record was kept (epoch s; :meth:`expire` drops old ones)
+        self.pending_at: dict[str, float] = {}
         #: the settled batches, each call as :func:`~tool_failure_guard.hooks.replay.encode`
         self.batches: list[list[list[Any]]] = []
         self._protection: PromptProtection | None = None
@@ -71,6 +73,7 @@ class PromptSession:
         """A fresh guard: the previous prompt's records and batches are dropped."""
         self.prompt_id = prompt_id
         self.pending = {}
+        self.pending_at = {}
         self.batches = []
         self._protection = None
 
@@ -81,7 +84,28 @@ class PromptSession:
         self.pending[call_id] = record
 
     def take(self, call_id: str) -> list[Any] | None:
+        self.pending_at.pop(call_id, None)
         return self.pending.pop(call_id, None)
+
+    def drop_pending(self) -> None:
+        """Forget every per-call record (their batch settled or never will)."""
+        self.pending = {}
+        self.pending_at = {}
+
+    def expire(self, now: float, max_age_s: float) -> None:
+        """Stamp new per-call records with ``now``; drop those older than ``max_age_s``.
+
+        A record whose batch never settles (an interrupted or refused batch, a crash)
+        holds a failure's error text: it is kept no longer than the bound.  A record
+        dropped before its batch settles reads as a success there: the streak resets,
+        never a wrong stop.
+        """
+        stamps = {call_id: self.pending_at.get(call_id, now) for call_id in self.pending}
+        old = [call_id for call_id, at in stamps.items() if not 0 <= now - at <= max_age_s]
+        for call_id in old:
+            del self.pending[call_id]
+            del stamps[call_id]
+        self.pending_at = stamps
 
     # -- the reduction (loads the core) ---------------------------------------------------
 
@@ -118,7 +142,12 @@ class PromptSession:
     # -- the stored form -----------------------------------------------------------------
 
     def to_state(self) -> dict[str, Any]:
-        return {"prompt_id": self.prompt_id, "pending": self.pending, "batches": self.batches}
+        return {
+            "prompt_id": self.prompt_id,
+            "pending": self.pending,
+            "pending_at": self.pending_at,
+            "batches": self.batches,
+        }
 
     @classmethod
     def from_state(cls, mode: str, state: Mapping[str, Any]) -> PromptSession:
@@ -137,6 +166,11 @@ class PromptSession:
             raise StateDamaged("the stored state is past its bounds")
         if not all(isinstance(record, list) for record in pending.values()):
             raise StateDamaged("a stored per-call record is not a list")
+        stamps = state.get("pending_at") or {}
+        if not isinstance(stamps, dict) or not all(
+            isinstance(at, int | float) and not isinstance(at, bool) for at in stamps.values()
+        ):
+            raise StateDamaged("the stored per-call record times are not numbers")
         for batch in batches:
             if not isinstance(batch, list) or len(batch) > MAX_CALLS_PER_BATCH:
                 raise StateDamaged("a stored batch is not a list of calls within the bound")
@@ -144,6 +178,7 @@ class PromptSession:
                 _check_row(row)
         session.prompt_id = prompt_id
         session.pending = pending
+        session.pending_at = {k: float(v) for k, v in stamps.items() if k in pending}
         session.batches = batches
         return session
 

@@ -19,6 +19,15 @@ of this Qwen Code documents and which was only observed):
 - ``Stop`` fires after the final answer (installed with ``--telemetry``): it
   ends the prompt's telemetry record.
 
+A subagent (its events carry ``agent_id``) is an agent loop of its own
+(:mod:`tool_failure_guard.hooks.loops`): its ``PostToolBatch`` fires once per
+subagent response with all its calls, and no ``UserPromptSubmit`` comes before
+its requests, so its batch settles at its ``PostToolBatch``; the reminder is
+answered there as ``additionalContext`` (appended to the batch's last result).
+No hook answer stops a Qwen Code subagent: its stop is answered as the stop
+text in ``additionalContext`` (at that batch and every later one), and the main
+loop's next ``UserPromptSubmit`` carries the notice that the guard stopped it.
+
 This module decides what an event means; :mod:`tool_failure_guard.hooks.run`
 adds the state file around it.  The per-call event loads no core.
 """
@@ -42,6 +51,11 @@ NAME: Final = "qwen-code"
 ROUTE: Final = "qwen_code_hook"
 #: The events the hook is installed for (and the ones :func:`handle` reads).
 EVENTS: Final = ("UserPromptSubmit", "PostToolBatch", "Stop")
+#: The main loop's events whose ``additionalContext`` reaches its next request: where the
+#: notice of a subagent the guard stopped goes (:mod:`tool_failure_guard.hooks.loops`).
+NOTICE_EVENTS: Final = ("UserPromptSubmit",)
+#: No hook answer ends a Qwen Code subagent: its stop is told to it (and to the main loop).
+SUBAGENT_STOP_ENDS_IT: Final = False
 #: Installed only with ``--telemetry`` (their one use is the prompt record).
 TELEMETRY_EVENTS: Final = ("Stop",)
 #: The events whose installed group has ``matcher: "*"`` (every tool).
@@ -79,10 +93,10 @@ def _record(entry: Any, session: PromptSession) -> None:
     session.record(call_id, [tool, *(_short(value) for value in axes)])
 
 
-def _settle(session: PromptSession) -> Handled:
+def _settle(session: PromptSession, event: str = "UserPromptSubmit") -> Handled:
     from tool_failure_guard.agent_outcomes.qwen_code import from_batch_call
-    from tool_failure_guard.core import FunctionCall
-    from tool_failure_guard.hooks.claude_code import answered, outcome_of
+    from tool_failure_guard.core import FunctionCall, Stop
+    from tool_failure_guard.hooks.claude_code import answered, outcome_of, reminder_answer
 
     pending, session.pending = session.pending, {}
     outcomes = []
@@ -99,7 +113,15 @@ def _settle(session: PromptSession) -> Handled:
         except ValueError as error:
             raise PayloadError(f"PostToolBatch entry {call_id!r}: {error}") from None
         outcomes.append(outcome_of(FunctionCall(call_id=call_id, name=str(tool)), outcome))
-    return answered(session.settle(outcomes), "UserPromptSubmit")
+    settled = session.settle(outcomes)
+    if event == "PostToolBatch" and isinstance(settled.action, Stop):
+        # a subagent's batch: no answer stops a Qwen Code subagent (``continue: false`` only
+        # replaces its last result); the stop text goes to it as context instead, and the
+        # main loop is told (:func:`tool_failure_guard.hooks.loops.handle_event`)
+        answer = reminder_answer(event, (settled.action.notice,))
+        ended = "end_turn" if settled.batch is not None else None
+        return Handled(answer=answer, settled=settled, prompt_ended=ended)
+    return answered(settled, event)
 
 
 def handle(payload: Mapping[str, Any], session: PromptSession) -> Handled:
@@ -117,6 +139,10 @@ def handle(payload: Mapping[str, Any], session: PromptSession) -> Handled:
             )
         for entry in entries:
             _record(entry, session)
+        if payload.get("agent_id") and session.pending:
+            # a subagent's batch: once per subagent response, holding all its calls, and no
+            # UserPromptSubmit comes before its requests: it settles here
+            return _settle(session, "PostToolBatch")
         return _NOTHING
     if event == "Stop":
         # after the final answer; a prompt the guard stopped has its record already

@@ -50,13 +50,19 @@ def report_event(
     session: PromptSession,
     handled: Handled,
     wall_time_s: float,
+    prompt_id: str | None = None,
     environment: str | None = None,
 ) -> None:
     """Build the sink ``spec`` names, report one event through it, flush and shut it down."""
     telemetry = build_telemetry(spec, resource_attributes=resource_attributes(environment))
     try:
         report_handled(
-            telemetry, route=route, session=session, handled=handled, wall_time_s=wall_time_s
+            telemetry,
+            route=route,
+            session=session,
+            handled=handled,
+            wall_time_s=wall_time_s,
+            prompt_id=prompt_id,
         )
     finally:
         if isinstance(telemetry, OpenTelemetrySink):
@@ -70,10 +76,15 @@ def report_handled(
     session: PromptSession,
     handled: Handled,
     wall_time_s: float,
+    prompt_id: str | None = None,
 ) -> None:
-    """Report one event's settled batch and, when the prompt ended, its outcome record."""
+    """Report one event's settled batch and, when the prompt ended, its outcome record.
+
+    ``prompt_id``: the records' prompt id when not the session's (a subagent's loop: its
+    parent's prompt id and its ``agent_id``, so its records never merge with the parent's).
+    """
     settled = handled.settled
-    prompt_id = session.prompt_id or "unknown"
+    prompt_id = prompt_id or session.prompt_id or "unknown"
     if settled is not None and settled.batch is not None:
         for outcome in settled.batch.settled():
             _telemetry.report_settled(LOGGER, telemetry, outcome)

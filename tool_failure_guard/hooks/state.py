@@ -4,17 +4,25 @@ A coding CLI runs a fresh hook process per event, and runs the per-call hooks
 of parallel calls concurrently, so what the guard remembers between events
 lives in one file per session, and every update holds an exclusive
 ``fcntl.flock`` on it from read to write: concurrent hooks queue, none loses
-another's update.
+another's update.  A wait for that lock is bounded (:data:`LOCK_WAIT_S`, far
+under a CLI's hook timeout): past it the hook fails open, naming the lock.
+
+A state is written whole or not at all: into a new file beside it, renamed
+over the session's file while the lock is held (a lock is on the file's inode,
+which the rename replaces, so whoever took the lock checks afterwards that the
+name still leads to the inode it locked, else takes the new one's).  A write
+that fails (a full disk, a file size limit) leaves the previous state as it
+was and says so.  A new session's file is created whole too (linked into
+place), so an empty file is always a damaged one.
 
 The folder is the operator's, never the project's:
 ``$XDG_STATE_HOME/tool-failure-guard/hooks/<cli>/`` (``~/.local/state`` when
-unset), or the ``--state-dir`` the installer wrote on the hook's command line.
-Folders are 0700 and files 0600 whatever the umask
-(:mod:`tool_failure_guard.private_files`); a folder another user owns is
-refused.  A session id becomes a file name only when it is plainly safe, else
-its SHA-256.
+unset), or the ``--state-dir`` the installer wrote on the hook's command line;
+:mod:`tool_failure_guard.hooks.state_folder` creates it private or refuses it
+untouched, and prunes only the guard's own files.  Files are 0600.  A session
+id becomes a file name only when it is plainly safe, else its SHA-256.
 
-A file that cannot be read as the store wrote it (damaged, bigger than
+A file that cannot be read as the store wrote it (damaged, empty, bigger than
 :data:`MAX_STATE_BYTES`, another format) or that nobody touched for
 :data:`STALE_AFTER_S` starts over empty, with one line on stderr naming why:
 the streak resets, the hook never crashes over it.  A state that would grow
@@ -35,29 +43,30 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
-from tool_failure_guard.private_files import PRIVATE_FILE_MODE, private_directory
+from tool_failure_guard.hooks.state_folder import (
+    MAX_STATE_BYTES,
+    PRUNE_AFTER_S,
+    StateError,
+    ensure_state_folder,
+    prune,
+)
+from tool_failure_guard.private_files import PRIVATE_FILE_MODE
 
 # no `typing` at run time: the hook's start-up is its cost (TYPE_CHECKING as mypy reads it)
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Final
 
-#: The largest state file read or written (1 MiB); past it the session starts over.
-MAX_STATE_BYTES: Final = 1024 * 1024
+__all__ = ["MAX_STATE_BYTES", "PRUNE_AFTER_S", "StateError", "StateStore", "default_state_dir"]
+
 #: A state file untouched for this long (24 h) is stale: the session starts over.
 STALE_AFTER_S: Final = 24 * 3600.0
-#: Session files untouched for this long (7 days) are removed when a new session starts.
-PRUNE_AFTER_S: Final = 7 * 24 * 3600.0
-#: The most folder entries one prune looks at (the rest wait for the next new session).
-MAX_PRUNE_SCAN: Final = 10_000
+#: The most seconds a hook waits for a session's lock before it fails open.
+LOCK_WAIT_S: Final = 5.0
 #: The version of the file format; a file with another one starts over.
 STATE_VERSION: Final = 1
 #: The session ids kept as file names as they are; any other id is hashed.
 _SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
-
-
-class StateError(OSError):
-    """The state folder or file cannot be used (not ours, not a regular file, no access)."""
 
 
 def default_state_dir(cli: str, environ: Mapping[str, str] | None = None) -> Path:
@@ -84,7 +93,14 @@ def _warn(message: str) -> None:
 
 
 class StateStore:
-    """The state folder of one CLI; :meth:`session` is one locked read-modify-write."""
+    """The state folder of one CLI; :meth:`session` is one locked read-modify-write.
+
+    ``lock_wait_s`` bounds the wait for a session's lock (the class's value is
+    :data:`LOCK_WAIT_S`; the warm worker sets a shorter one for the whole process,
+    below its client's wait for an answer).
+    """
+
+    lock_wait_s: float = LOCK_WAIT_S
 
     def __init__(
         self,
@@ -102,16 +118,8 @@ class StateStore:
         self._warn = warn
 
     def ensure_directory(self) -> None:
-        """Create the folder (0700) or check it: a directory of this user only, else StateError."""
-        directory = self.directory
-        private_directory(directory)
-        info = os.lstat(directory)
-        if not stat.S_ISDIR(info.st_mode):
-            raise StateError(f"state folder {str(directory)!r} is not a directory")
-        if info.st_uid != os.geteuid():
-            raise StateError(f"state folder {str(directory)!r} belongs to another user")
-        if stat.S_IMODE(info.st_mode) & 0o077:
-            raise StateError(f"state folder {str(directory)!r} is readable by others")
+        """Create the folder (0700) or check that it is the guard's: else StateError."""
+        ensure_state_folder(self.directory)
 
     def path_of(self, session_id: str) -> Path:
         return self.directory / session_file_name(session_id)
@@ -124,64 +132,126 @@ class StateStore:
         """
         self.ensure_directory()
         path = self.path_of(session_id)
-        flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
+        fd, created = self._open_locked(path)
         try:
-            fd = os.open(path, flags, PRIVATE_FILE_MODE)
-        except OSError as error:
-            if error.errno == errno.ELOOP:
-                raise StateError(f"state file {str(path)!r} is a symbolic link") from None
-            raise
-        try:
-            info = os.fstat(fd)
-            created = info.st_size == 0
-            if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid():
-                raise StateError(f"state file {str(path)!r} is not a regular file of this user")
-            if stat.S_IMODE(info.st_mode) != PRIVATE_FILE_MODE:
-                os.fchmod(fd, PRIVATE_FILE_MODE)
-            fcntl.flock(fd, fcntl.LOCK_EX)
             state = self._load(fd, session_id)
             # a reset file is rewritten even when the block changes nothing
             before = json.dumps(state, sort_keys=True) if state is not None else None
             state = {} if state is None else state
             yield state
             if json.dumps(state, sort_keys=True) != before:
-                self._store(fd, state, session_id)
+                self._store(path, state, session_id)
         finally:
             os.close(fd)  # releases the lock
         if created:  # a new session: the folder's long-forgotten sessions go
             self.prune(keep=path)
 
     def prune(self, *, keep: Path | None = None) -> int:
-        """Remove this user's session files untouched for :data:`PRUNE_AFTER_S`; how many.
+        """Remove the guard's own files untouched for :data:`PRUNE_AFTER_S`; how many."""
+        return prune(self.directory, keep=keep, now=self._clock())
 
-        The bound is far past the stale one, so a file a live session still uses is never
-        removed under it (its next update would then start over anyway).
-        """
-        removed, now, own = 0, self._clock(), os.geteuid()
-        with os.scandir(self.directory) as entries:
-            for number, entry in enumerate(entries):
-                if number >= MAX_PRUNE_SCAN:
-                    break
-                if not entry.name.endswith(".json") or (keep and entry.path == str(keep)):
-                    continue
+    def _open_locked(self, path: Path) -> tuple[int, bool]:
+        """The session file opened and locked (whether this call created it), bounded."""
+        deadline = time.monotonic() + self.lock_wait_s
+        created = False
+        flags = os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK
+        while True:
+            try:
+                fd = os.open(path, flags)
+            except FileNotFoundError:
+                created = self._create(path) or created
+                continue
+            except OSError as error:
+                if error.errno == errno.ELOOP:
+                    raise StateError(f"state file {str(path)!r} is a symbolic link") from None
+                raise
+            try:
+                info = os.fstat(fd)
+                if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid():
+                    raise StateError(f"state file {str(path)!r} is not a regular file of this user")
+                self._lock(fd, path, deadline)
                 try:
-                    info = entry.stat(follow_symlinks=False)
-                    if (
-                        stat.S_ISREG(info.st_mode)
-                        and info.st_uid == own
-                        and now - info.st_mtime > PRUNE_AFTER_S
-                    ):
-                        os.unlink(entry.path)
-                        removed += 1
-                except OSError:  # gone meanwhile, or not ours to remove
-                    continue
-        return removed
+                    now = os.lstat(path)
+                except FileNotFoundError:
+                    now = None
+            except BaseException:
+                os.close(fd)
+                raise
+            if now is not None and (now.st_dev, now.st_ino) == (info.st_dev, info.st_ino):
+                return fd, created
+            os.close(fd)  # renamed over (or pruned) while we waited: take the new file
+
+    def _lock(self, fd: int, path: Path, deadline: float) -> None:
+        """``flock(fd, LOCK_EX)``, waiting at most until ``deadline`` (else StateError)."""
+        pause = 0.001
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                pass
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise StateError(
+                    f"state file {str(path)!r} stayed locked by another process for "
+                    f"{self.lock_wait_s:g} s (the bound)"
+                )
+            time.sleep(min(pause, left))
+            pause = min(pause * 2, 0.025)
+
+    def _create(self, path: Path) -> bool:
+        """Put an empty state at ``path`` whole (False: another process was first)."""
+        temp = self._write_temp(path, self._encode({}))
+        try:
+            os.link(temp, path)
+            return True
+        except FileExistsError:
+            return False
+        except OSError as error:  # a file system without hard links: rename when still absent
+            if error.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.EMLINK):
+                raise
+            if os.path.lexists(path):
+                return False
+            os.rename(temp, path)
+            return True
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temp)
+
+    def _write_temp(self, path: Path, data: bytes) -> str:
+        """``data`` in a new 0600 file beside ``path``, whole (else removed, and raised)."""
+        temp = str(path.parent / f".{path.name}.{os.urandom(8).hex()}.tmp")
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW
+        fd = os.open(temp, flags, PRIVATE_FILE_MODE)
+        try:
+            try:
+                if os.fstat(fd).st_mode & 0o777 != PRIVATE_FILE_MODE:
+                    os.fchmod(fd, PRIVATE_FILE_MODE)  # exactly 0600, whatever the umask
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+            finally:
+                os.close(fd)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(temp)
+            raise
+        return temp
+
+    def _encode(self, state: dict[str, Any]) -> bytes:
+        return json.dumps(
+            {"version": STATE_VERSION, "state": state}, separators=(",", ":")
+        ).encode()
 
     def _load(self, fd: int, session_id: str) -> dict[str, Any] | None:
-        """The stored state; {} for a new file; None when it had to start over."""
+        """The stored state; None when it had to start over (said on stderr)."""
         info = os.fstat(fd)
         if info.st_size == 0:
-            return {}
+            self._warn(
+                f"state of session {session_id!r} is empty (a write was cut short); "
+                "the streak starts over"
+            )
+            return None
         if info.st_size > self.max_bytes:
             self._warn(
                 f"state of session {session_id!r} is larger than {self.max_bytes} bytes; "
@@ -198,7 +268,7 @@ class StateStore:
         data = os.pread(fd, self.max_bytes + 1, 0)
         try:
             value = json.loads(data)
-        except (UnicodeDecodeError, json.JSONDecodeError):
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
             self._warn(
                 f"state of session {session_id!r} is damaged (not JSON); the streak starts over"
             )
@@ -218,15 +288,25 @@ class StateStore:
             return None
         return body
 
-    def _store(self, fd: int, state: dict[str, Any], session_id: str) -> None:
-        data = json.dumps(
-            {"version": STATE_VERSION, "state": state}, separators=(",", ":")
-        ).encode()
+    def _store(self, path: Path, state: dict[str, Any], session_id: str) -> None:
+        """Write ``state`` whole, renamed over ``path`` (the caller holds the lock)."""
+        data = self._encode(state)
         if len(data) > self.max_bytes:
             self._warn(
                 f"state of session {session_id!r} would be larger than {self.max_bytes} "
                 "bytes; the streak starts over"
             )
-            data = json.dumps({"version": STATE_VERSION, "state": {}}).encode()
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, data, 0)
+            data = self._encode({})
+        temp = None
+        try:
+            temp = self._write_temp(path, data)
+            os.rename(temp, path)
+        except OSError as error:
+            if temp is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(temp)
+            raise StateError(
+                f"state of session {session_id!r} could not be written "
+                f"({error.strerror or type(error).__name__}); it keeps its previous content, "
+                "this event is not recorded"
+            ) from None

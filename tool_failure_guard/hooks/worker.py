@@ -14,9 +14,20 @@ It serves one request at a time, only its own state folder, only its own user
 stdin; it reads nothing from a project (it runs in ``/``, started with
 ``python -I``: no ``PYTHON*`` variable, no current folder on the import path).
 It exits after :data:`IDLE_EXIT_S` without a request, or as soon as its socket
-is gone or replaced, and removes its socket.  ``python -m
-tool_failure_guard.hooks.worker --state-dir DIR [--idle-s S] [--lock-fd N]``;
-the client starts it detached, handing over the lock it took.
+is gone or replaced, and removes its socket.
+
+It serves only the code a fresh hook process would load now: it keeps the
+stamps of every module of its package and of the distribution's metadata from
+its start (:func:`~tool_failure_guard.hooks.channel.code_stamps`), compares
+them before every request and while idle, and on a change retires: its socket
+removed and its lock released first, the request refused (the client answers
+it in process, with the new code, and starts a new worker).  The options come
+with each request (every ``HookOptions`` field, from the installed command
+line through the client), so they are always the hook's own.  Its waits for a
+session's lock are bounded (:data:`WORKER_LOCK_WAIT_S`) below its client's
+wait for an answer.  ``python -m tool_failure_guard.hooks.worker --state-dir
+DIR [--idle-s S] [--lock-fd N]``; the client starts it detached, handing over
+the lock it took.
 """
 
 from __future__ import annotations
@@ -35,8 +46,9 @@ from pathlib import Path
 from tool_failure_guard.hooks import channel
 from tool_failure_guard.hooks.clis import HOOK_CLIS
 from tool_failure_guard.hooks.payload import MAX_PAYLOAD_BYTES
-from tool_failure_guard.hooks.run import MODES, HookOptions, cli_module, run_hook
+from tool_failure_guard.hooks.run import HookOptions, cli_module, run_hook
 from tool_failure_guard.hooks.state import StateStore
+from tool_failure_guard.hooks.workers import record
 
 # no `typing` at run time: the hook's start-up is its cost (TYPE_CHECKING as mypy reads it)
 TYPE_CHECKING = False
@@ -49,6 +61,8 @@ IDLE_EXIT_S: Final = 600.0
 _CHECK_S: Final = 5.0
 #: The most seconds one connection may take to send its request.
 _READ_TIMEOUT_S: Final = 5.0
+#: The most seconds the worker waits for a session's lock (below the client's 2 s wait).
+WORKER_LOCK_WAIT_S: Final = 1.0
 
 
 def warm_up() -> None:
@@ -74,11 +88,19 @@ def _peer_is_us(conn: socket.socket) -> bool:
 
 
 def _read_request(conn: socket.socket) -> bytes:
-    """The whole request (to the client's end of sending), or a ValueError past the bound."""
+    """The whole request (to the client's end of sending), or a ValueError past the bound.
+
+    The whole of it within :data:`_READ_TIMEOUT_S` (a TimeoutError else), however it trickles.
+    """
     bound = channel.MAX_HEADER_BYTES + MAX_PAYLOAD_BYTES + 2
+    deadline = time.monotonic() + _READ_TIMEOUT_S
     chunks: list[bytes] = []
     size = 0
     while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError(f"request not sent within {_READ_TIMEOUT_S:g} s")
+        conn.settimeout(left)
         chunk = conn.recv(65536)
         if not chunk:
             return b"".join(chunks)
@@ -96,30 +118,43 @@ def handle_request(data: bytes, directory: str) -> dict[str, Any]:
     header = json.loads(head)
     if not isinstance(header, dict):
         return {"refused": "the header is not an object"}
-    cli, mode, state_dir, request = (
-        header.get(key) for key in ("cli", "mode", "state_dir", "request")
-    )
-    if cli not in HOOK_CLIS or mode not in MODES or not isinstance(request, str):
-        return {"refused": "unknown cli or mode, or no request id"}
-    if state_dir != directory:
+    request = header.pop("request", None)
+    if not isinstance(request, str):
+        return {"refused": "no request id"}
+    try:
+        options = HookOptions.from_header(header)
+    except (TypeError, ValueError) as error:
+        return {"refused": f"not hook options ({str(error)[:200]})"}
+    if options.cli not in HOOK_CLIS or options.telemetry is not None:
+        return {"refused": "unknown cli, or telemetry (reported in process only)"}
+    if str(options.state_dir) != directory:
         return {"refused": "another state folder"}
     stdout, stderr = io.StringIO(), io.StringIO()
-    options = HookOptions(cli=cli, mode=mode, state_dir=Path(directory))
     run_hook(options, io.BytesIO(payload), stdout, stderr, request=request)
     return {"stdout": stdout.getvalue(), "stderr": stderr.getvalue()}
 
 
-def _serve_one(conn: socket.socket, directory: str) -> None:
+def _serve_one(conn: socket.socket, directory: str, refusal: str | None = None) -> None:
+    """Read one request and answer it (or refuse it with ``refusal``)."""
     conn.settimeout(_READ_TIMEOUT_S)
     if not _peer_is_us(conn):
         return
     try:
-        reply = handle_request(_read_request(conn), directory)
-    except (OSError, ValueError) as error:  # bad framing: the client falls back
+        data = _read_request(conn)
+        reply = {"refused": refusal} if refusal else handle_request(data, directory)
+    except (OSError, ValueError, RecursionError) as error:  # bad framing: the client falls back
         reply = {"refused": f"{type(error).__name__}"}
     data = json.dumps(reply, ensure_ascii=False).encode("utf-8", "surrogatepass")
     if len(data) <= channel.MAX_REPLY_BYTES:
         conn.sendall(data)
+
+
+def _changed(watched: list[str], stamps: list[tuple[str, int, int, int]]) -> bool:
+    """Whether the installed code differs from the code this worker started with."""
+    try:
+        return channel.code_stamps(watched) != stamps
+    except OSError:  # the package folder is gone (uninstalled): not the code it serves
+        return True
 
 
 def _same_file(path: str, identity: tuple[int, int]) -> bool:
@@ -137,7 +172,10 @@ def serve(directory: str, *, idle_s: float = IDLE_EXIT_S, lock_fd: int | None = 
     lock means a worker already serves: exit 0).
     """
     key = channel.install_key()
+    watched = channel.metadata_files()
+    stamps = channel.code_stamps(watched)  # before warming up: a change meanwhile is seen
     StateStore(Path(directory)).ensure_directory()
+    StateStore.lock_wait_s = WORKER_LOCK_WAIT_S  # this process serves clients that wait 2 s
     if lock_fd is None:
         path = os.path.join(directory, channel.lock_name(key))
         lock_fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
@@ -145,8 +183,12 @@ def serve(directory: str, *, idle_s: float = IDLE_EXIT_S, lock_fd: int | None = 
             fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             return 0
+    from tool_failure_guard._version import installed_version
+
     os.ftruncate(lock_fd, 0)
-    os.pwrite(lock_fd, f"{os.getpid()}\n".encode(), 0)
+    os.pwrite(
+        lock_fd, record(os.getpid(), installed_version(), key, channel.code_digest(stamps)), 0
+    )
     warm_up()
     address = channel.Address(directory, channel.socket_name(key))
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -165,11 +207,25 @@ def serve(directory: str, *, idle_s: float = IDLE_EXIT_S, lock_fd: int | None = 
             try:
                 conn, _ = listener.accept()
             except TimeoutError:
-                if time.monotonic() - last >= idle_s or not _same_file(real, identity):
+                if (
+                    time.monotonic() - last >= idle_s
+                    or not _same_file(real, identity)
+                    or _changed(watched, stamps)
+                ):
                     break
                 continue
-            with conn, contextlib.suppress(OSError):
-                _serve_one(conn, directory)
+            with conn:
+                if _changed(watched, stamps):
+                    # retire first (socket gone, lock free): the client starts a new worker
+                    with contextlib.suppress(OSError):
+                        if _same_file(real, identity):
+                            os.unlink(address.path)
+                    os.close(lock_fd)
+                    with contextlib.suppress(OSError):
+                        _serve_one(conn, directory, refusal="retired: the installed code changed")
+                    return 0
+                with contextlib.suppress(OSError):
+                    _serve_one(conn, directory)
             last = time.monotonic()
         if _same_file(real, identity):
             os.unlink(address.path)

@@ -56,6 +56,12 @@ LOGGER_NAME = "tool_failure_guard"
 #: The modes in which an adapter's protections act (stop a run, hold a call back).
 ACTING_MODES: frozenset[GuardMode] = frozenset({GuardMode.WARN, GuardMode.ENFORCE})
 
+#: Every adapter's defaults for ``tool_call_cap`` and ``invalid_params_limit``: off, since
+#: each framework counts turns and retries itself.  The adapters' constructors take these
+#: as their defaults, and ``transcripts --profile adapter`` replays logs with them.
+DEFAULT_TOOL_CALL_CAP: int | None = None
+DEFAULT_INVALID_PARAMS_LIMIT: int | None = None
+
 
 def limit_option(name: str, value: object) -> int | None:
     """``value`` when it is None (the protection is off) or an int of at least 1.
@@ -119,6 +125,10 @@ class GuardStop:
     notice: str
     mode: GuardMode
     key: FailureKey | None = None
+    #: the subagent whose agent loop the stop ended (a hook host's ``agent_id``, the Claude
+    #: Agent SDK's), its ``agent_type``; None: the stop is of the run's own agent
+    agent_id: str | None = None
+    agent_type: str | None = None
 
     @classmethod
     def of(cls, action: Stop, protection: PromptProtection) -> GuardStop:
@@ -151,6 +161,18 @@ class RunReport:
     observed: int  #: call outcomes the adapter saw
     stop: GuardStop | None
     would_stop_loop_type: str | None = None
+    #: the subagent this report is of (its ``agent_id``, ``agent_type``), None: the run's agent
+    agent_id: str | None = None
+    agent_type: str | None = None
+    #: the run's subagents' own reports, each its own agent loop (the Claude Agent SDK's);
+    #: empty where a framework has none
+    subagents: tuple[RunReport, ...] = ()
+
+    @property
+    def stopped_subagents(self) -> tuple[RunReport, ...]:
+        """The subagents a protection stopped; the run itself went on (its ``stop`` is None
+        unless its own agent was stopped too)."""
+        return tuple(report for report in self.subagents if report.stop is not None)
 
     @property
     def reminded(self) -> bool:
@@ -262,10 +284,14 @@ class ActionLog:
     They carry no tool names, arguments or outputs.
     """
 
-    __slots__ = ("_logger", "_reminded", "_route", "_stopped")
+    __slots__ = ("_agent", "_logger", "_reminded", "_route", "_stopped")
 
-    def __init__(self, route: str, logger: logging.Logger | None = None) -> None:
+    def __init__(
+        self, route: str, logger: logging.Logger | None = None, *, agent: str | None = None
+    ) -> None:
         self._route = route
+        #: the subagent whose agent loop this log is of (its id and type), None: the run's
+        self._agent = agent
         self._logger = logger if logger is not None else logging.getLogger(LOGGER_NAME)
         self._reminded = False
         self._stopped = False
@@ -282,20 +308,26 @@ class ActionLog:
                 return
             self._stopped = True
             what = "stopped the run" if kind == DecisionKind.STOP else "would stop the run"
+            if self._agent is not None:
+                what = what.replace("the run", "the subagent")
         else:
             return
+        extra: dict[str, object] = {
+            "tool_failure_guard_mode": mode.value,
+            "tool_failure_guard_route": self._route,
+            "tool_failure_guard_decision": str(kind),
+            "tool_failure_guard_loop_type": loop_type,
+            "tool_failure_guard_batch": batch,
+        }
+        if self._agent is not None:
+            extra["tool_failure_guard_agent"] = self._agent
         self._logger.warning(
-            "tool-failure-guard (%s, %s): %s at batch %d (%s)",
+            "tool-failure-guard (%s, %s): %s at batch %d (%s)%s",
             mode.value,
             self._route,
             what,
             batch,
             loop_type,
-            extra={
-                "tool_failure_guard_mode": mode.value,
-                "tool_failure_guard_route": self._route,
-                "tool_failure_guard_decision": str(kind),
-                "tool_failure_guard_loop_type": loop_type,
-                "tool_failure_guard_batch": batch,
-            },
+            f", subagent {self._agent}" if self._agent is not None else "",
+            extra=extra,
         )

@@ -241,6 +241,7 @@ async def _run_owner(
                     if owner.boundary == "prompt-only"
                     else BoundaryKind.DRAIN
                 ),
+                mode=owner.mode,
             ),
             options=SessionOptions(tool_call_cap=TOOL_CALL_CAP),
         )

@@ -19,7 +19,7 @@ from tool_failure_guard.core import (
     PromptProtection,
     Stop,
 )
-from tool_failure_guard.guard import DecisionKind, GuardMode
+from tool_failure_guard.guard import DecisionKind, ExecutionStatus, GuardMode
 from tool_failure_guard.telemetry.sink import (
     CallRecord,
     GuardTelemetry,
@@ -73,8 +73,18 @@ def report_calls(
     prompt_id: str,
     batch: BatchSettlement,
     batch_ordinal: int,
+    replays_held_back: bool = True,
 ) -> None:
-    """One settled-call record per call of ``batch`` whose outcome was seen."""
+    """One settled-call record per call of ``batch`` whose outcome was seen.
+
+    ``provider_duplicate`` says the call was a replay answered without running it.
+    A host that lets a replay run (a framework adapter in ``off``/``shadow``:
+    ``replays_held_back`` False) records the one that ran as what it was, an
+    executed call; the decision the mode held back is the run's shadow record
+    (``would_stop_loop_type``, the would-stop log line), not this flag.  Where
+    replays are held back, an executed one keeps the flag: rollout's
+    ``protections_changed`` counts exactly those.
+    """
     # The null sink (no telemetry configured) records nothing: build no record for it, and
     # skip the runtime Protocol check, which costs more than the rest of this batch's report.
     if type(telemetry) is NullTelemetry or not isinstance(telemetry, OutcomeTelemetry):
@@ -91,7 +101,8 @@ def report_calls(
             execution_status=outcome.execution_status,
             execution_error_type=outcome.execution_error_type,
             tool_type=outcome.tool_type,
-            provider_duplicate=batch.is_provider_duplicate(call.call_id),
+            provider_duplicate=batch.is_provider_duplicate(call.call_id)
+            and (replays_held_back or outcome.execution_status == ExecutionStatus.NOT_STARTED),
         )
         report(log, lambda record=record: sink.call_settled(record))  # type: ignore[misc]
 
@@ -117,6 +128,7 @@ def report_batch(
     batch: BatchSettlement,
     action: Action,
     route: str,
+    replays_held_back: bool = True,
 ) -> None:
     """What one closed batch reports once the core answered it with ``action``.
 
@@ -124,7 +136,14 @@ def report_batch(
     type the loop-detected event.  Called after the action is known: reporting
     never takes part in deciding it.
     """
-    report_calls(log, telemetry, prompt_id=prompt_id, batch=batch, batch_ordinal=protection.batches)
+    report_calls(
+        log,
+        telemetry,
+        prompt_id=prompt_id,
+        batch=batch,
+        batch_ordinal=protection.batches,
+        replays_held_back=replays_held_back,
+    )
     step = action.guard_step if isinstance(action, Continue | Stop) else None
     if step is not None:
         report_step(

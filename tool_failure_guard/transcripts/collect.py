@@ -21,6 +21,7 @@ import attrs
 from tool_failure_guard.transcripts import verdicts
 from tool_failure_guard.transcripts.importers import importer
 from tool_failure_guard.transcripts.model import Run, TranscriptError
+from tool_failure_guard.transcripts.profiles import Profile
 from tool_failure_guard.transcripts.replay import RunResult, replay_run
 from tool_failure_guard.transcripts.walk import Progress, Skipped, Source, discover
 
@@ -53,6 +54,12 @@ def _named(exc: TranscriptError, source: Source) -> TranscriptError:
     return exc
 
 
+def _inside(path: str, folder: str) -> str:
+    """``path`` relative to the folder-shaped transcript it belongs to (else whole)."""
+    prefix = folder.rstrip("/") + "/"
+    return path[len(prefix) :] if path.startswith(prefix) else path
+
+
 def _with(run: Run, source: Source, chosen: dict[str, verdicts.Verdict]) -> Run:
     if run.source != source.shown:
         run = attrs.evolve(run, source=source.shown)
@@ -67,8 +74,12 @@ def collect(
     kind: str | None,
     streams: Path | None = None,
     progress: bool | None = False,
+    profile: Profile | None = None,
 ) -> Collected:
-    """Read and replay every run under ``paths`` (see the module's docstring)."""
+    """Read and replay every run under ``paths`` (see the module's docstring).
+
+    ``profile``: replay every run with it (``--profile``); None: each with its agent's.
+    """
     found = discover(paths, kind, streams)
     chosen, conflicts = verdicts.merge(found.verdicts)
     skipped = list(found.skipped)
@@ -87,6 +98,8 @@ def collect(
                 shown.done()
                 raise error from None
             where = "" if error.line is None else f"line {error.line}: "
+            if error.path not in (str(source.path), source.shown):  # a file of a folder
+                where = f"{_inside(error.path, source.shown)}: {where}"
             skipped.append(Skipped(source.shown, f"{where}{error.message}"))
             continue
         read.append(source)
@@ -95,7 +108,7 @@ def collect(
             run = _with(run, source, chosen)
             used += run.outcome_from in (verdicts.REPORT, verdicts.SUMMARY)
             batches += sum(1 for t in run.turns if t.calls)
-            results.append(replay_run(run))
+            results.append(replay_run(run, profile))
         shown.update(number, len(results), batches)
     shown.done()
     if not results:

@@ -45,6 +45,10 @@ class ImportedCall:
     error_text: str | None = None  #: the error text as recorded (never printed by default)
     heuristic: bool = False  #: ``error_type`` was derived from text by the importer
     mcp: bool = False  #: an MCP tool (else a native one)
+    #: a record standing for a whole model message the agent refused before running
+    #: anything (mini-swe-agent's format error): one record however many actions it held,
+    #: and no tool call a peer's host would see, so the peers' rules never count it
+    rejected_message: bool = False
 
 
 @attrs.frozen(kw_only=True)

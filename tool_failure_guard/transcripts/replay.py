@@ -3,7 +3,8 @@
 Each turn with calls is one batch, driven exactly as a live host drives
 :class:`~tool_failure_guard.core.PromptProtection` (admit, settle every call on
 its path, ``after_batch`` with the quiet boundary: a log records no mid-turn
-input), one protection per run and mode.  A turn without calls is a model
+input), one protection per run and mode, built as the agent's host builds it
+(:mod:`~tool_failure_guard.transcripts.profiles`).  A turn without calls is a model
 answer: no batch.  The replay assumes the model would have made the same
 calls after a reminder (it cannot know otherwise); after an enforce stop no
 further request would have been made, so the turns after it are what enforce
@@ -12,6 +13,7 @@ would have saved.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 
 import attrs
@@ -20,15 +22,15 @@ from tool_failure_guard.core import (
     CallOutcome,
     Continue,
     FunctionCall,
-    PromptProtection,
     Stop,
     provider_duplicate,
 )
 from tool_failure_guard.core.outcomes import skipped_by_cap
 from tool_failure_guard.guard import DecisionKind, GuardMode
-from tool_failure_guard.peer_rules import PEER_KEYS, PEER_RULES, PeerCall
+from tool_failure_guard.peer_rules import PEER_KEYS, PEER_RULES, PeerCall, Rule
 from tool_failure_guard.transcripts.importers._ids import distinct_across_turns
 from tool_failure_guard.transcripts.model import ImportedCall, Run, Turn
+from tool_failure_guard.transcripts.profiles import Profile, for_kind
 
 MODES = (GuardMode.SHADOW, GuardMode.WARN, GuardMode.ENFORCE)
 _REMIND = frozenset({DecisionKind.WARN, DecisionKind.WOULD_WARN})
@@ -72,6 +74,7 @@ class RunResult:
     model: str | None
     succeeded: bool | None
     outcome_from: str | None  #: what decided ``succeeded`` (``agent``, a SWE-bench verdict)
+    profile: str  #: the replay profile (:mod:`~tool_failure_guard.transcripts.profiles`)
     turns: int
     calls: int
     failed_calls: int
@@ -80,6 +83,13 @@ class RunResult:
     modes: tuple[ModeResult, ...]
     saved: Saved | None  #: None when enforce would not have stopped
     peers: dict[str, int | None]  #: peer key -> 1-based call at which its rule fires
+    #: the most failures after running (error / error) of one key (tool, error type) in
+    #: the run, in any order: below the guard's threshold the guard cannot remind
+    key_failures: int = 0
+    rejected_messages: int = 0  #: records standing for a rejected message (mini-swe-agent)
+    #: stop rule -> what its stop leaves unrun, for each rule that stops this run:
+    #: ``guard_<mode>`` (a real stop in that mode, no would-stop) and every peer key
+    stops: dict[str, Saved] = attrs.field(factory=dict)
     #: the calls of the batch where shadow would first remind or stop (``--show-content``)
     content: tuple[ImportedCall, ...] = ()
 
@@ -104,9 +114,10 @@ def _outcome(call: ImportedCall) -> CallOutcome:
     )
 
 
-def replay_mode(turns: Sequence[Turn], mode: GuardMode) -> ModeResult:
-    """Drive one :class:`PromptProtection` through ``turns`` in ``mode``."""
-    protection = PromptProtection(mode)
+def replay_mode(turns: Sequence[Turn], mode: GuardMode, profile: Profile) -> ModeResult:
+    """Drive one :class:`~tool_failure_guard.core.PromptProtection` of ``profile`` through
+    ``turns`` in ``mode``."""
+    protection = profile.protection(mode)
     remind: Point | None = None
     stop: Point | None = None
     calls_so_far = 0
@@ -133,8 +144,11 @@ def replay_mode(turns: Sequence[Turn], mode: GuardMode) -> ModeResult:
             if stop is None or stop.would:
                 stop = Point(turn=number, call=calls_so_far, loop_type=action.loop_type)
             break
-        if stop is None and decided in _WOULD_STOP:
-            stop = Point(turn=number, call=calls_so_far, loop_type=None, would=True)
+        if stop is None and (decided in _WOULD_STOP or protection.would_stop is not None):
+            # the guard's would-stop, or a limit the mode held back (``limits_follow_mode``)
+            stop = Point(
+                turn=number, call=calls_so_far, loop_type=protection.would_stop, would=True
+            )
     return ModeResult(mode=str(mode), remind=remind, stop=stop)
 
 
@@ -153,29 +167,83 @@ def _saved(turns: Sequence[Turn], stop: Point) -> Saved:
     )
 
 
-def peer_calls(turns: Sequence[Turn]) -> list[PeerCall]:
-    return [
-        PeerCall(
-            tool=c.tool,
-            arguments=c.arguments_fingerprint,
-            failed=str(c.status) == "error",
-            error_text=c.error_text,
+def peer_calls(turns: Sequence[Turn]) -> tuple[list[PeerCall], list[int]]:
+    """The calls the peers' rules see (every call but a rejected message's record), and
+    each one's 1-based number among all the run's calls (where a rule fires, in the run)."""
+    seen: list[PeerCall] = []
+    numbers: list[int] = []
+    every = ((turn, c) for turn, t in enumerate(turns, start=1) for c in t.calls)
+    for number, (turn, c) in enumerate(every, start=1):
+        if c.rejected_message:
+            continue
+        seen.append(
+            PeerCall(
+                tool=c.tool,
+                arguments=c.arguments_fingerprint,
+                failed=str(c.status) == "error",
+                error_text=c.error_text,
+                turn=turn,
+            )
         )
-        for t in turns
-        for c in t.calls
-    ]
+        numbers.append(number)
+    return seen, numbers
 
 
-def replay_run(run: Run) -> RunResult:
+def _fires(rule: Rule, seen: list[PeerCall], numbers: list[int]) -> int | None:
+    at = rule(seen)
+    return None if at is None else numbers[at - 1]
+
+
+def _key_failures(calls: Sequence[ImportedCall]) -> int:
+    keys = Counter(
+        (c.tool, c.error_type)
+        for c in calls
+        if str(c.status) == "error" and str(c.execution_status) == "error"
+    )
+    return max(keys.values(), default=0)
+
+
+def _turn_of(turns: Sequence[Turn], call: int) -> int:
+    """The 1-based turn holding the run's ``call``-th call."""
+    total = 0
+    for number, turn in enumerate(turns, start=1):
+        total += len(turn.calls)
+        if total >= call:
+            return number
+    raise ValueError(f"the run has no call {call}")
+
+
+def _stops(
+    turns: Sequence[Turn], modes: Sequence[ModeResult], peers: dict[str, int | None]
+) -> dict[str, Saved]:
+    """What each stop rule's stop saves: the turns after the one it stops in (a peer stops
+    the turn of the call it fires at, after that call's batch, as the guard does)."""
+    stops = {
+        f"guard_{m.mode}": _saved(turns, m.stop)
+        for m in modes
+        if m.stop is not None and not m.stop.would
+    }
+    for key, call in peers.items():
+        if call is not None:
+            stops[key] = _saved(turns, Point(turn=_turn_of(turns, call), call=call))
+    return stops
+
+
+def replay_run(run: Run, profile: Profile | None = None) -> RunResult:
     """The shipped core in every mode and each peer's rule, on one run.
 
-    A call id an earlier turn already used is made distinct first (whatever the
-    importer): each such call ran with its own result, so it is no provider replay.
+    ``profile``: the guard as which host runs it; None: the one the run's agent would
+    have (:func:`~tool_failure_guard.transcripts.profiles.for_kind`).  A call id an
+    earlier turn already used is made distinct first (whatever the importer): each such
+    call ran with its own result, so it is no provider replay.
     """
+    chosen = for_kind(run.agent) if profile is None else profile
     turns = distinct_across_turns(run.turns)
-    modes = tuple(replay_mode(turns, mode) for mode in MODES)
+    modes = tuple(replay_mode(turns, mode, chosen) for mode in MODES)
     enforce = modes[-1].stop
-    flat = peer_calls(turns)
+    seen, numbers = peer_calls(turns)
+    every = [c for t in turns for c in t.calls]
+    peers = {PEER_KEYS[label]: _fires(rule, seen, numbers) for label, rule in PEER_RULES.items()}
     shadow = modes[0]
     point = shadow.stop or shadow.remind
     return RunResult(
@@ -185,13 +253,17 @@ def replay_run(run: Run) -> RunResult:
         model=run.model,
         succeeded=run.succeeded,
         outcome_from=run.outcome_from or ("agent" if run.succeeded is not None else None),
+        profile=chosen.name,
         turns=len(turns),
-        calls=len(flat),
-        failed_calls=sum(1 for c in flat if c.failed),
+        calls=len(every),
+        failed_calls=sum(1 for c in every if str(c.status) == "error"),
         input_tokens=_tokens(turns, "input_tokens"),
         output_tokens=_tokens(turns, "output_tokens"),
         modes=modes,
         saved=None if enforce is None or enforce.would else _saved(turns, enforce),
-        peers={PEER_KEYS[label]: rule(flat) for label, rule in PEER_RULES.items()},
+        peers=peers,
+        stops=_stops(turns, modes, peers),
+        key_failures=_key_failures(every),
+        rejected_messages=sum(1 for c in every if c.rejected_message),
         content=turns[point.turn - 1].calls if point is not None else (),
     )

@@ -14,6 +14,7 @@ from typing import Any
 import attrs
 
 from tool_failure_guard.peer_rules import PEER_KEYS
+from tool_failure_guard.transcripts.calibration import calibrate
 from tool_failure_guard.transcripts.replay import ModeResult, Point, RunResult, Saved
 from tool_failure_guard.transcripts.walk import Skipped, Source
 
@@ -22,6 +23,13 @@ SCHEMA = "tool-failure-guard.transcripts/1"
 RULE_LABELS: dict[str, str] = {
     "guard_remind": "shipped guard: remind (warn; shadow counts it)",
     "guard_stop": "shipped guard: stop (enforce)",
+    **{key: label for label, key in PEER_KEYS.items()},
+}
+#: stop rule key -> label: the calibration's rows (a stop in each mode of the guard, the peers)
+STOP_RULES: dict[str, str] = {
+    "guard_shadow": "shipped guard, shadow (always-on backstops only)",
+    "guard_warn": "shipped guard, warn",
+    "guard_enforce": "shipped guard, enforce",
     **{key: label for label, key in PEER_KEYS.items()},
 }
 OUTCOMES = ("succeeded", "failed", "not_recorded")
@@ -61,6 +69,7 @@ def _sum(values: Sequence[int | None]) -> int | None:
 class Fleet:
     runs: int
     by_outcome: dict[str, int]
+    profiles: dict[str, int]  #: replay profile -> runs replayed with it
     turns: int
     batches: int
     calls: int
@@ -74,6 +83,9 @@ class Fleet:
     saved_turns: int
     saved_input_tokens: int | None
     saved_output_tokens: int | None
+    #: stop rule -> its false stops with their bound, and what stopping failed runs saves
+    #: (:meth:`~tool_failure_guard.transcripts.calibration.Calibration.document`)
+    calibration: dict[str, dict[str, Any]] = attrs.field(factory=dict)
 
 
 def fleet(results: Sequence[RunResult], batches: int) -> Fleet:
@@ -93,9 +105,13 @@ def fleet(results: Sequence[RunResult], batches: int) -> Fleet:
         row["median_call"] = statistics.median(at) if at else None
         rules[rule] = row
     saved = [r.saved for r in results if r.saved is not None]
+    profiles: dict[str, int] = {}
+    for result in results:
+        profiles[result.profile] = profiles.get(result.profile, 0) + 1
     return Fleet(
         runs=len(results),
         by_outcome=by_outcome,
+        profiles=profiles,
         turns=sum(r.turns for r in results),
         batches=batches,
         calls=sum(r.calls for r in results),
@@ -108,6 +124,7 @@ def fleet(results: Sequence[RunResult], batches: int) -> Fleet:
         saved_turns=sum(s.turns for s in saved),
         saved_input_tokens=_sum([s.input_tokens for s in saved]),
         saved_output_tokens=_sum([s.output_tokens for s in saved]),
+        calibration={rule: calibrate(results, rule).document() for rule in STOP_RULES},
     )
 
 
@@ -138,6 +155,7 @@ def run_document(result: RunResult, show_content: bool) -> dict[str, Any]:
         "model": result.model,
         "succeeded": result.succeeded,
         "outcome_from": result.outcome_from,
+        "profile": result.profile,
         "flags": flags(result),
         "turns": result.turns,
         "calls": result.calls,
@@ -188,4 +206,5 @@ def document(
         "runs": [run_document(r, show_content) for r in results],
         "fleet": attrs.asdict(summary),
         "rules": RULE_LABELS,
+        "stop_rules": STOP_RULES,
     }

@@ -12,10 +12,13 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tool_failure_guard.rollout.output import escape_controls
+from tool_failure_guard.transcripts.calibration import UPPER_FIELD
+from tool_failure_guard.transcripts.profiles import PROFILES
 from tool_failure_guard.transcripts.replay import Point, RunResult
 from tool_failure_guard.transcripts.report import (
     OUTCOMES,
     RULE_LABELS,
+    STOP_RULES,
     Fleet,
     content,
     flags,
@@ -28,6 +31,9 @@ _PEER_HEADS = {
     "opencode_roo": "oc/roo",
     "goose": "goose",
     "qwen_code": "qwen",
+    "qwen_code_repeated_error": "qwen#10916",
+    "cline_mistakes": "cline",
+    "crush_repeated_steps": "crush",
 }
 _RESULT = {"succeeded": "ok", "failed": "failed", "not_recorded": "-"}
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -76,6 +82,7 @@ def _names(results: Sequence[RunResult]) -> list[str]:
 def runs_table(results: Sequence[RunResult]) -> list[str]:
     head = [
         "run",
+        "profile",
         "result",
         "turns",
         "calls",
@@ -98,6 +105,7 @@ def runs_table(results: Sequence[RunResult]) -> list[str]:
         rows.append(
             [
                 name,
+                r.profile,
                 _RESULT[outcome(r)],
                 str(r.turns),
                 str(r.calls),
@@ -120,6 +128,11 @@ def fleet_lines(summary: Fleet) -> list[str]:
         f"{o['not_recorded']} not recorded); {summary.turns} turns, {summary.batches} batches, "
         f"{summary.calls} calls ({summary.failed_calls} failed); tokens in/out "
         f"{_num(summary.input_tokens)}/{_num(summary.output_tokens)}",
+        "replayed as: "
+        + ", ".join(
+            f"{name} ({runs} run{'' if runs == 1 else 's'}; {PROFILES[name].host})"
+            for name, runs in summary.profiles.items()
+        ),
         "",
     ]
     rows = [["rule", "fires on runs", *OUTCOMES, "median call"]]
@@ -135,6 +148,7 @@ def fleet_lines(summary: Fleet) -> list[str]:
             ]
         )
     lines += _table(rows)
+    lines += ["", *calibration_lines(summary)]
     lines += [
         "",
         f"enforce would have saved: {summary.saved_calls} calls and {summary.saved_turns} model "
@@ -142,6 +156,34 @@ def fleet_lines(summary: Fleet) -> list[str]:
         f"{_num(summary.saved_output_tokens)} (where the log records usage)",
     ]
     return lines
+
+
+def _percent(bound: float | None) -> str:
+    return "-" if bound is None else f"{100 * bound:.1f}%"
+
+
+def calibration_lines(summary: Fleet) -> list[str]:
+    """Per stop rule: successful runs it stops with the 95 % upper bound, failed runs it
+    stops and what that saves."""
+    lines = [
+        "false stops (runs with a known outcome; bound: exact 95% upper, Clopper-Pearson):",
+    ]
+    rows = [["stop rule", "ok runs stopped", "upper 95%", "failed runs stopped", "saved on failed"]]
+    for rule, label in STOP_RULES.items():
+        row = summary.calibration[rule]
+        saved = row["saved_on_failed"]
+        tokens = saved["input_tokens"], saved["output_tokens"]
+        spent = "" if tokens == (None, None) else f", tokens {(tokens[0] or 0) + (tokens[1] or 0)}"
+        rows.append(
+            [
+                label,
+                f"{row['succeeded_stopped']}/{row['succeeded_runs']}",
+                _percent(row[UPPER_FIELD]),
+                f"{row['failed_stopped']}/{row['failed_runs']}",
+                f"{saved['turns']} turns, {saved['calls']} calls{spent}",
+            ]
+        )
+    return lines + _table(rows)
 
 
 def render(

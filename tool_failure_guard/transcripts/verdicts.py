@@ -8,7 +8,8 @@ SWE-bench harness:
 - ``logs/<instance id>/report.json`` (per instance; ``swebench.harness``'s
   ``run_evaluation`` writes it): ``{"<instance id>": {"resolved": bool,
   "patch_is_None": …, "patch_exists": …, "patch_successfully_applied": …,
-  "tests_status": …}}``; verdict source :data:`REPORT`;
+  "tests_status": …}}``, or that inner object alone (published runs copy it so; the
+  instance is then the folder's name); verdict source :data:`REPORT`;
 - a summary: the harness's final ``<model>.<run id>.json`` and the full
   report ``sb-cli get-report`` saves (``<subset>__<split>__<run id>.json``),
   both with ``resolved_ids`` and ``unresolved_ids`` (and ``error_ids``,
@@ -84,6 +85,10 @@ def read(path: Path) -> dict[str, Verdict] | None:
             instance: Verdict(value["resolved"], REPORT, str(path))
             for instance, value in data.items()
         }
+    if path.name == "report.json" and isinstance(data.get("resolved"), bool) and path.parent.name:
+        # one instance's report with its key taken off, as published runs copy it:
+        # logs/<instance id>/report.json holding {"resolved": ..., "tests_status": ...}
+        return {path.parent.name: Verdict(data["resolved"], REPORT, str(path))}
     return None
 
 

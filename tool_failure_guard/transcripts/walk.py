@@ -97,7 +97,7 @@ def available_kinds() -> list[str]:
 
 def _head(path: Path) -> bytes:
     try:
-        with path.open("rb") as handle:
+        with _read.open_regular(str(path)) as handle:
             return handle.read(HEAD_BYTES)
     except OSError as exc:
         raise TranscriptError(str(path), None, f"cannot read: {exc.strerror or exc}") from None

@@ -15,10 +15,15 @@ hook callbacks in the application's process, the session kept in memory::
             ...
     except ProtectionStopped as stopped:  # also a claude_agent_sdk.ClaudeSDKError
         ...  # stopped.loop_type, stopped.key, stopped.report
-    report = guard.report_of()  # what the guard did (or would have done, in shadow)
+    report = guard.report_of()  # this task's last query's (or pass its session id)
 
+One object serves any number of concurrent queries: each query ends by its own
+session's stop, and a session's live state is released when its query ends.  Each
+agent loop (the main agent, each subagent of ``ClaudeAgentOptions(agents=...)``) has
+its own guard: a subagent's stop ends that subagent only, the main agent is told, the
+query goes on (``report.stopped_subagents`` names it).
 Or register ``guard.hooks()`` in your own ``ClaudeAgentOptions(hooks=...)`` and
-read ``guard.stop_of()`` after the run.  What each event means is
+read ``guard.stop_of(result.session_id)`` after the run.  What each event means is
 :mod:`tool_failure_guard.hooks.claude_code`'s, shared with the command hook.
 Never imported by the agent or the core.
 """

@@ -45,6 +45,8 @@ from langgraph.types import Command
 from tool_failure_guard.core import Action, CallOutcome, FunctionCall, Stop
 from tool_failure_guard.guard import GuardMode
 from tool_failure_guard.integrations._api import (
+    DEFAULT_INVALID_PARAMS_LIMIT,
+    DEFAULT_TOOL_CALL_CAP,
     StopBehaviour,
     WarnOnce,
     limit_option,
@@ -123,8 +125,8 @@ class RepeatedToolFailureMiddleware(AgentMiddleware[GuardState, Any]):
         mode: GuardMode | str | None = None,
         telemetry: GuardTelemetry | None = None,
         on_stop: StopBehaviour = "error",
-        tool_call_cap: int | None = None,
-        invalid_params_limit: int | None = None,
+        tool_call_cap: int | None = DEFAULT_TOOL_CALL_CAP,
+        invalid_params_limit: int | None = DEFAULT_INVALID_PARAMS_LIMIT,
     ) -> None:
         super().__init__()
         mode_for_run(mode)  # a bad explicit mode fails here, naming the valid ones

@@ -244,6 +244,7 @@ class GuardedRun:
             batch=batch,
             action=action,
             route=ROUTE,
+            replays_held_back=self._holds_back_replays,
         )
         return action
 

@@ -49,6 +49,8 @@ from agents.run_config import RunOptions
 
 from tool_failure_guard.guard import GuardMode
 from tool_failure_guard.integrations._api import (
+    DEFAULT_INVALID_PARAMS_LIMIT,
+    DEFAULT_TOOL_CALL_CAP,
     GuardStop,
     RunReport,
     StopBehaviour,
@@ -149,8 +151,8 @@ class GuardedRunner:
         mode: GuardMode | str | None = None,
         telemetry: GuardTelemetry | None = None,
         on_stop: StopBehaviour = "error",
-        tool_call_cap: int | None = None,
-        invalid_params_limit: int | None = None,
+        tool_call_cap: int | None = DEFAULT_TOOL_CALL_CAP,
+        invalid_params_limit: int | None = DEFAULT_INVALID_PARAMS_LIMIT,
     ) -> None:
         self._mode = mode
         self._telemetry = telemetry

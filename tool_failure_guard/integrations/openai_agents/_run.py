@@ -175,11 +175,14 @@ class GuardedRun:
         self._calls = {call.call_id: call for call in admission.calls}
         self._running = {}
         self.tool_calls += len(admission.executable)
-        # A replayed answered call id is never executed: its record is settled now (the SDK
-        # skips such a call itself; in warn/enforce the adapter's invoker refuses it if the
-        # SDK does not; in off/shadow the invoker lets it run, and the guard keeps this record).
-        for call_id in admission.provider_duplicates:
-            self.settle(call_id, replayed)
+        # A replayed answered call id: the SDK skips most itself.  In warn/enforce it is
+        # never executed, so its record is settled now (the invoker refuses it if the SDK
+        # does not).  In off/shadow the invoker lets it run as the bare SDK would: its
+        # record is what really happened, the outcome it runs to, or, if the SDK skipped
+        # it, the replay record when the batch closes (:meth:`_unrun_replays`).
+        if self.holds_back_replays:
+            for call_id in admission.provider_duplicates:
+                self.settle(call_id, replayed)
 
     def is_replay(self, call_id: str) -> bool:
         """``call_id`` is a replay the invoker answers without running it (warn, enforce)."""
@@ -192,6 +195,15 @@ class GuardedRun:
         """The open batch's call ``call_id`` started running (its tool was invoked)."""
         if call_id in self._calls:
             self._running[call_id] = None
+            batch = self._batch
+            if batch is not None and batch.is_provider_duplicate(call_id):
+                self.tool_calls += 1  # a replay run again (off/shadow): an executed call
+
+    def _unrun_replays(self, batch: BatchSettlement) -> None:
+        """Settle the replays the SDK skipped (off/shadow): never executed, so replay records."""
+        for call in batch.missing():
+            if batch.is_provider_duplicate(call.call_id):
+                self.settle(call.call_id, replayed)
 
     def settle(self, call_id: str, outcome_of: Callable[[FunctionCall], CallOutcome]) -> None:
         """Settle the open batch's call ``call_id`` (ignored when no batch holds it)."""
@@ -214,6 +226,7 @@ class GuardedRun:
         batch = self._batch
         if batch is None:
             return None
+        self._unrun_replays(batch)
         self._batch, self._calls, self._running = None, {}, {}
         action = self.protection.after_batch(batch, cancelled=cancelled)
         step = action.guard_step if isinstance(action, Continue | Stop) else None
@@ -247,6 +260,7 @@ class GuardedRun:
             batch=batch,
             action=action,
             route=ROUTE,
+            replays_held_back=self.holds_back_replays,
         )
         return action
 
@@ -311,6 +325,7 @@ class GuardedRun:
                 # and has not settled was cancelled while running (its own settle comes late)
                 for call_id in list(self._running):
                     self.settle(call_id, running_when_cut)
+            self._unrun_replays(batch)
             self._batch, self._calls, self._running = None, {}, {}
             _telemetry.report_calls(
                 _log,
@@ -318,6 +333,7 @@ class GuardedRun:
                 prompt_id=self.prompt_id,
                 batch=batch,
                 batch_ordinal=self.protection.batches,
+                replays_held_back=self.holds_back_replays,
             )
         if self.tool_calls and not self.observed and not self._blind_warned:
             self._warn_blind("in all")

@@ -58,6 +58,8 @@ from tool_failure_guard.core import (
 )
 from tool_failure_guard.guard import GuardMode
 from tool_failure_guard.integrations._api import (
+    DEFAULT_INVALID_PARAMS_LIMIT,
+    DEFAULT_TOOL_CALL_CAP,
     GuardStop,
     StopBehaviour,
     WarnOnce,
@@ -105,8 +107,8 @@ class RepeatedToolFailureCapability(AbstractCapability[Any]):
     mode: GuardMode | str | None = None
     telemetry: GuardTelemetry | None = field(default=None, repr=False)
     on_stop: StopBehaviour = "error"
-    tool_call_cap: int | None = None
-    invalid_params_limit: int | None = None
+    tool_call_cap: int | None = DEFAULT_TOOL_CALL_CAP
+    invalid_params_limit: int | None = DEFAULT_INVALID_PARAMS_LIMIT
     #: one warning per capability (shared by the per-run copies ``for_run`` makes)
     _plain_exception_warning: WarnOnce = field(
         default_factory=WarnOnce, repr=False, compare=False, kw_only=True

@@ -29,9 +29,13 @@ _log = logging.getLogger("tool_failure_guard.integrations.pydantic_ai")
 class RunTelemetry:
     """The telemetry of one run, sent to ``sink``."""
 
-    def __init__(self, sink: GuardTelemetry, prompt_id: str) -> None:
+    def __init__(
+        self, sink: GuardTelemetry, prompt_id: str, *, replays_held_back: bool = True
+    ) -> None:
         self._sink = sink
         self._prompt_id = prompt_id
+        #: off/shadow let a replay run: the one that ran is recorded as an executed call
+        self._replays_held_back = replays_held_back
 
     def batch(
         self, protection: PromptProtection, settlement: BatchSettlement, action: Action
@@ -48,6 +52,7 @@ class RunTelemetry:
             batch=settlement,
             action=action,
             route=ROUTE,
+            replays_held_back=self._replays_held_back,
         )
 
     def finished(self, outcome: PromptOutcome) -> None:

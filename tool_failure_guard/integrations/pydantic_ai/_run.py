@@ -119,7 +119,9 @@ class GuardedRun:
         self.holds_back_replays = holds_back_replays(mode)
         #: None without a sink: nothing to report, nothing to pay per call
         self.telemetry = (
-            None if isinstance(telemetry, NullTelemetry) else RunTelemetry(telemetry, prompt_id)
+            None
+            if isinstance(telemetry, NullTelemetry)
+            else RunTelemetry(telemetry, prompt_id, replays_held_back=self.holds_back_replays)
         )
         self._log = ActionLog(ROUTE)
         self.started = time.monotonic()

@@ -70,19 +70,30 @@ from typing import Any
 
 import attrs
 
-from tool_failure_guard.guard import InputBoundary
+from tool_failure_guard.guard import GuardMode, InputBoundary
 from tool_failure_guard.session.config.declared_boundary import UNSUPPORTED, BoundaryKind
+
+# the answer's reading, re-exported: the pipeline and its tests name them from here
+from tool_failure_guard.session.pipeline.drain_answer import DrainAnswer as DrainAnswer
+from tool_failure_guard.session.pipeline.drain_answer import (
+    parse_drain_answer as parse_drain_answer,
+)
+from tool_failure_guard.session.pipeline.drain_answer import unreadable_note as unreadable_note
 
 _log = logging.getLogger("session.drain")
 
-#: The one warning of a session whose client has no drain and no declared boundary.
+
+#: The one warning of a ``warn``/``enforce`` session whose client has no drain and no
+#: declared boundary (``off`` and ``shadow`` ask the guard for nothing it could not do).
 CANNOT_ACT_WARNING = (
     "session %s: the ACP client answers %s with 'method not found' (a plain ACP client "
     "such as Zed or acpx), so every batch boundary is unreliable and the repeated-failure "
-    "guard can never remind or stop in this session (warn and enforce never act, shadow "
-    "records nothing); if this client delivers user input only as session/prompt, set "
+    "guard can never remind or stop in this session, although its mode is %s; if this "
+    "client delivers user input only as session/prompt, set "
     "TOOL_FAILURE_GUARD_INPUT_BOUNDARY=prompt-only in the agent's environment"
 )
+#: The modes whose guard acts (a reminder, a stop): only these need a reliable boundary.
+ACTING_MODES = frozenset({GuardMode.WARN, GuardMode.ENFORCE})
 
 #: The drain's name; the wire name is the transport's (``transport.drain_names``).
 DRAIN_METHOD = "craft/drainMidTurnQueue"
@@ -98,16 +109,6 @@ METHOD_NOT_FOUND = -32601
 ExtRequest = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
 #: Told the whole agent-side queue each time it changes (the session persists it).
 QueueListener = Callable[[tuple[str, ...]], None]
-
-_JSON_TYPE_NAMES = {
-    bool: "boolean",
-    int: "number",
-    float: "number",
-    str: "string",
-    list: "array",
-    dict: "object",
-    type(None): "null",
-}
 
 
 @attrs.frozen
@@ -126,80 +127,6 @@ class DrainResult:
         )
 
 
-@attrs.frozen
-class DrainAnswer:
-    """One drain answer as read: what it carried, and whether it had the contract's shape.
-
-    ``messages`` holds every item in order: readable text as is, anything else
-    as a note saying what was left out, so nothing the host handed over
-    disappears without a trace.
-    """
-
-    messages: tuple[str, ...] = ()
-    has_queued_prompt: bool = False
-    well_formed: bool = True
-    unreadable: int = 0
-
-
-def unreadable_note(item: Any) -> str:
-    """The visible stand-in for a queued item that cannot be read as text."""
-    kind = item.get("type") if isinstance(item, dict) else None
-    if not isinstance(kind, str) or not kind:
-        kind = _JSON_TYPE_NAMES.get(type(item), "unknown")
-    return f"[queued input that is not text was left out: {kind[:40]}]"
-
-
-def _message_text(item: Any) -> str | None:
-    if isinstance(item, str):
-        return item
-    if isinstance(item, dict) and item.get("type") == "text" and isinstance(item.get("text"), str):
-        return str(item["text"])
-    return None
-
-
-def parse_drain_answer(answer: Any, *, watched: bool) -> DrainAnswer:
-    """Read an answer leniently: deliver what it carried, flag what breaks the contract.
-
-    The contract is an object with a ``messages`` list of text items and, when
-    the watch flag was sent, a boolean ``hasQueuedPrompt``.  Anything else still
-    yields the messages it carried (a bare list, string or object counts as the
-    item list), but ``well_formed`` is False and the boundary is unreliable.
-    """
-    well_formed = True
-    queued: Any = False
-    if isinstance(answer, dict):
-        raw: Any = answer.get("messages", [])
-        queued = answer.get("hasQueuedPrompt")
-        if queued is None:
-            well_formed = not watched  # a legacy answer to a watched request
-            queued = False
-        elif not isinstance(queued, bool):
-            well_formed = False
-            queued = False
-    else:
-        raw = answer
-        well_formed = False
-    if raw is None:
-        items: list[Any] = []
-        well_formed = False
-    elif isinstance(raw, list):
-        items = raw
-    else:
-        items = [raw]
-        well_formed = False
-    messages: list[str] = []
-    unreadable = 0
-    for item in items:
-        text = _message_text(item)
-        if text is None:
-            unreadable += 1
-            text = unreadable_note(item)
-        messages.append(text)
-    if unreadable:
-        well_formed = False
-    return DrainAnswer(tuple(messages), bool(queued), well_formed, unreadable)
-
-
 #: A request's end: the answer as read, or None when the request failed.
 _Reply = DrainAnswer | None
 
@@ -215,8 +142,11 @@ class MidTurnInput:
         timeout: float = DEFAULT_DRAIN_TIMEOUT,
         on_queue_change: QueueListener | None = None,
         declared: BoundaryKind = BoundaryKind.DRAIN,
+        mode: GuardMode = GuardMode.SHADOW,
     ) -> None:
         self._session_id = session_id
+        #: the session's mode: whether a host without the drain leaves it unable to act
+        self._mode = mode
         self._declared = declared
         self._on_queue_change = on_queue_change
         self._ext_request = ext_request
@@ -311,8 +241,12 @@ class MidTurnInput:
         except Exception as exc:
             if getattr(exc, "code", None) == METHOD_NOT_FOUND:
                 # Once per session (pulling stops here): a plain ACP client (Zed, acpx)
-                # leaves every boundary unreliable, so the guard can never act.
-                _log.warning(CANNOT_ACT_WARNING, self._session_id, DRAIN_METHOD)
+                # leaves every boundary unreliable, so the guard can never act -- worth a
+                # warning only where it is meant to act (the prompt records say it anyway).
+                if self._mode in ACTING_MODES:
+                    _log.warning(
+                        CANNOT_ACT_WARNING, self._session_id, DRAIN_METHOD, self._mode.value
+                    )
                 self._pull_disabled = True
                 self._contract_kept = False
             else:

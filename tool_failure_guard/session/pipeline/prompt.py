@@ -34,7 +34,6 @@ from tool_failure_guard.core import (
     BatchSettlement,
     CallIdDeduplicator,
     GuardStep,
-    PromptProtection,
     PromptProtections,
 )
 from tool_failure_guard.guard import DecisionKind, GuardMode, RepeatedToolFailureGuard
@@ -50,6 +49,7 @@ from tool_failure_guard.session.persistence.messages import Message, Part
 from tool_failure_guard.session.pipeline import batch, boundary, outcome
 from tool_failure_guard.session.pipeline.drain import DrainResult, MidTurnInput
 from tool_failure_guard.session.pipeline.outcome import PromptTally
+from tool_failure_guard.session.pipeline.protection import prompt_protection
 from tool_failure_guard.session.tools.executor import Cancelled, race_cancel
 
 #: The ``_meta`` key of a prompt response naming the loop type of a stop.
@@ -159,7 +159,7 @@ class PromptRun:
         self.mode = mode
         self.initial_mode = mode  # the prompt's effective mode, for its outcome record
         self.tally = PromptTally()
-        self.protection = PromptProtection(
+        self.protection = prompt_protection(
             mode, dedup=session.dedup, tool_call_cap=session.tool_call_cap
         )
         self.todo_guard = TodoStopGuard()

@@ -96,6 +96,7 @@ async def open_session(
         timeout=config.drain_timeout,
         on_queue_change=pending.changed,
         declared=settings.boundary,
+        mode=mode,
     )
     drain.restore(pending_input)
     _log.info(

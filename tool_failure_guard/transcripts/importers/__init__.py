@@ -41,7 +41,7 @@ LOG_LOCATIONS: dict[str, str] = {
     "qwen-code": "~/.qwen/projects/<cwd, '/' as '-'>/chats/<session id>.jsonl",
     "mini-swe-agent": "<name>.traj.json, where its run was told to save it (-o)",
     "openhands": "the conversation folder (base_state.json, events/) under the SDK's "
-    "persistence dir",
+    "persistence dir; V0: ~/.openhands/sessions/<id>/, trajectory-<id>.json, output.jsonl",
     "swe-agent": "trajectories/<user>/<run>/<instance>/<instance>.traj",
     "tool-failure-guard": "<state dir>/sessions/<session id>.jsonl "
     "(~/.local/share/tool-failure-guard by default)",

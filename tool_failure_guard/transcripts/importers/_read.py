@@ -3,7 +3,10 @@
 :func:`records` reads a JSON Lines file one bounded line at a time (at most
 :data:`MAX_LINE_BYTES` bytes a line, at most :data:`MAX_FILE_BYTES` a file)
 and yields each JSON object with its 1-based line number; :func:`json_document`
-reads a whole-file JSON object (mini-swe-agent's trajectory).  Anything else
+reads a whole-file JSON object (mini-swe-agent's trajectory), :func:`json_value` any
+whole-file JSON value (an OpenHands V0 trajectory is a list); each opens only a regular
+file (:func:`open_regular`: a FIFO or a device is refused, unread, never waited on) and
+reads at most :data:`MAX_FILE_BYTES`.  Anything else
 is a :class:`~tool_failure_guard.transcripts.model.TranscriptError` naming
 ``file:line``: a line that is not JSON (``truncated`` when it is the last line
 and has no newline: a file cut off mid-write), not UTF-8 or nested too deeply,
@@ -20,9 +23,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 from collections.abc import Iterator
-from typing import Any, Final
+from typing import IO, Any, Final
 
+from tool_failure_guard.line_input import file_kind
 from tool_failure_guard.transcripts.model import TranscriptError
 
 #: The largest transcript file read (bytes); a bigger one is an error, not a silent cut.
@@ -52,6 +57,32 @@ def fingerprint(arguments: Any) -> str:
     return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
+def open_regular(path: str) -> IO[bytes]:
+    """``path`` opened for reading only when it is a regular file, else a
+    :class:`TranscriptError` naming what it is, unread.
+
+    Every read of a transcript goes through here, whether the path was named, walked or
+    listed by an importer (an OpenHands event file): a FIFO is opened without blocking
+    (``O_NONBLOCK``: no writer is waited for) and refused, a device (a link to
+    ``/dev/zero``) is refused before a byte is read, and what is checked is the file
+    opened (``fstat``), not a name that could be swapped after a check.
+    """
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        raise TranscriptError(path, None, f"cannot read: {exc.strerror or exc}") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise TranscriptError(path, None, f"{file_kind(mode)}, not a regular file: not read")
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return os.fdopen(fd, "rb")
+
+
 def _checked_size(path: str) -> int:
     try:
         size = os.path.getsize(path)
@@ -67,14 +98,10 @@ def _checked_size(path: str) -> int:
 def records(source: str | os.PathLike[str]) -> Iterator[tuple[int, dict[str, Any]]]:
     """Each non-blank line of a JSON Lines file as ``(line number, JSON object)``."""
     path = os.fspath(source)
-    if _checked_size(path) == 0:
-        raise TranscriptError(path, None, "empty file")
     limit = MAX_LINE_BYTES
-    try:
-        handle = open(path, "rb")  # noqa: SIM115 - closed by the with below
-    except OSError as exc:
-        raise TranscriptError(path, None, f"cannot read: {exc.strerror or exc}") from None
-    with handle:
+    with open_regular(path) as handle:
+        if _checked_size(path) == 0:
+            raise TranscriptError(path, None, "empty file")
         number = 0
         while raw := handle.readline(limit + 1):
             number += 1
@@ -108,16 +135,31 @@ def _record(text: str, path: str, number: int) -> dict[str, Any]:
 def json_document(source: str | os.PathLike[str]) -> dict[str, Any]:
     """A whole-file JSON object; a cut-short file names the line where it ends."""
     path = os.fspath(source)
-    _checked_size(path)
+    data = json_value(path)
+    if not isinstance(data, dict):
+        raise TranscriptError(path, 1, "the document must be a JSON object")
+    return data
+
+
+def json_value(source: str | os.PathLike[str]) -> Any:
+    """A whole-file JSON value (an object or a list), read bounded; errors as
+    :func:`json_document`'s."""
+    path = os.fspath(source)
     try:
-        with open(path, "rb") as handle:
-            text = handle.read().decode("utf-8")
+        with open_regular(path) as handle:
+            _checked_size(path)
+            raw = handle.read(MAX_FILE_BYTES + 1)
+        if len(raw) > MAX_FILE_BYTES:  # grown since its size was taken
+            raise TranscriptError(
+                path, None, f"larger than {MAX_FILE_BYTES} bytes; split it before importing"
+            )
+        text = raw.decode("utf-8")
     except OSError as exc:
         raise TranscriptError(path, None, f"cannot read: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:
         raise TranscriptError(path, None, f"not UTF-8 text ({exc.reason})") from None
     try:
-        data = json.loads(text)
+        return json.loads(text)
     except json.JSONDecodeError as exc:
         if exc.pos >= len(text.rstrip()) or exc.msg.startswith("Unterminated string"):
             raise TranscriptError(
@@ -126,9 +168,6 @@ def json_document(source: str | os.PathLike[str]) -> dict[str, Any]:
         raise TranscriptError(path, exc.lineno, f"not JSON ({exc.msg})") from None
     except RecursionError:
         raise TranscriptError(path, None, "JSON nested too deeply") from None
-    if not isinstance(data, dict):
-        raise TranscriptError(path, 1, "the document must be a JSON object")
-    return data
 
 
 def head_records(head: bytes, limit: int = SNIFF_RECORDS) -> list[dict[str, Any]]:

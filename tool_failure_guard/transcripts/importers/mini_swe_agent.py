@@ -20,9 +20,10 @@ Mapping (``docs/transcripts.md``): from ``returncode`` and the exception's
 
 - :data:`OBSERVATION_TABLE` per observation;
 - a ``FormatError`` message (``extra.interrupt_type``) whose recorded
-  response held tool calls is a turn whose calls were refused before running:
-  ``error`` / ``not_started`` / ``invalid_tool_params``; without tool calls it
-  is a turn without calls (a model answer);
+  response held tool calls is a rejected message: one record refused before
+  running (``error`` / ``not_started`` / ``invalid_tool_params``, however many
+  calls it held; the peers' rules never see it); without tool calls it is a
+  turn without calls (a model answer);
 - the last batch when the run ``Submitted``: the first unanswered action is
   the submitting command (success), the ones after it never ran
   (``error`` / ``not_started``); any other unanswered action is ``error`` /
@@ -39,6 +40,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import attrs
+
+from tool_failure_guard.agent_outcomes.vocabulary import bounded_text
 from tool_failure_guard.guard import ExecutionStatus, TerminalStatus
 from tool_failure_guard.transcripts.importers import mini_swe_agent_text
 from tool_failure_guard.transcripts.importers._read import as_int, fingerprint, json_document
@@ -171,12 +175,24 @@ def read(path: Path) -> Iterator[Run]:
                 Turn(line=ordinal, calls=calls, input_tokens=tokens_in, output_tokens=tokens_out)
             )
         elif extra.get("interrupt_type") == "FormatError" and "response" in extra:
-            refused = [
-                _imported(
-                    str(c.get("id") or f"t{len(turns)}.{n}"), fingerprint(_arguments(c)), REFUSED
-                )
-                for n, c in enumerate(_refused_calls(extra))
-            ]
+            held = _refused_calls(extra)
+            content = message.get("content")
+            # one record for the rejected message, however many calls it held: nothing ran
+            refused = (
+                [
+                    attrs.evolve(
+                        _imported(
+                            str(held[0].get("id") or f"t{len(turns)}.0"),
+                            fingerprint([_arguments(c) for c in held]),
+                            REFUSED,
+                        ),
+                        rejected_message=True,
+                        error_text=bounded_text(content) if isinstance(content, str) else None,
+                    )
+                ]
+                if held
+                else []
+            )
             tokens_in, tokens_out = _usage(extra)
             turns.append(
                 Turn(

@@ -11,8 +11,10 @@ action is the one ```` ```bash ```` block in its text (the agent's own rule,
   dict, ``'returncode': N``): the command ran and exited with N;
 - "timed out and has been killed" (``timeout_template``): it ran out of time;
 - not exactly one block: the agent raised ``FormatError`` and ran nothing
-  (its template says "EXACTLY ONE action"); two or more blocks are calls
-  refused before running, none is a model answer without a call;
+  (its template says "EXACTLY ONE action"); two or more blocks are one
+  rejected message, one record refused before running (never one call per
+  block: nothing ran, and no peer may see the blocks as repeated calls), none
+  is a model answer without a call;
 - the run's last response when ``info.exit_status`` is ``Submitted``: its
   command printed the submission marker (the agent ends the run there, so
   no observation follows): it ran and succeeded;
@@ -35,8 +37,13 @@ from tool_failure_guard.transcripts.importers._read import as_int, fingerprint
 from tool_failure_guard.transcripts.model import ImportedCall, Turn
 
 TOOL: Final = "bash"
-#: The agent's own action rule (``DefaultAgent.parse_action`` in 1.x).
+#: The agent's own action rule (``DefaultAgent.parse_action`` in 1.x).  Its lazy body
+#: after a greedy ``\s*`` backtracks quadratically on hostile text (15 s on 176 KB), so
+#: :func:`actions` finds exactly what ``ACTION.findall`` finds, in one pass.
 ACTION: Final = re.compile(r"```bash\s*\n(.*?)\n```", re.DOTALL)
+_OPEN: Final = "```bash"
+_CLOSE: Final = "\n```"
+_SPACE: Final = re.compile(r"\s*")  # alone, with nothing after it: never backtracks
 _RETURNCODE: Final = re.compile(r"^\s*<returncode>\s*(-?\d+)\s*</returncode>")
 _RETURNCODE_DICT: Final = re.compile(r"'returncode':\s*(-?\d+)")
 _TIMEOUT: Final = "timed out and has been killed"
@@ -47,7 +54,7 @@ ROWS: Final[dict[str, _Axes]] = {
     "returncode 0": (TerminalStatus.SUCCESS, ExecutionStatus.SUCCESS, None, False),
     "returncode not 0": (TerminalStatus.ERROR, ExecutionStatus.ERROR, "shell_execute_error", False),
     "timeout notice": (TerminalStatus.ERROR, ExecutionStatus.ERROR, "execution_timeout", True),
-    "format error, two or more blocks": (
+    "format error, two or more blocks (one record)": (
         TerminalStatus.ERROR,
         ExecutionStatus.NOT_STARTED,
         "invalid_tool_params",
@@ -83,10 +90,46 @@ def _usage(message: dict[str, Any]) -> tuple[int | None, int | None]:
     return as_int(usage.get("prompt_tokens")), as_int(usage.get("completion_tokens"))
 
 
+def actions(text: str) -> list[str]:
+    """``ACTION.findall(text)``, in time linear in ``len(text)``.
+
+    At an opening ```` ```bash ```` the pattern's ``\\s*\\n`` ends at the last newline
+    of the whitespace after it (the greedy ``\\s*`` gives back as little as it can), and
+    the body runs to the first newline and fence after that.  Only when there is none may
+    it end at the newline that closes the whitespace itself (the fence right after it),
+    the body then starting after the newline before that one.  An opening with no closing
+    fence after it means no later opening has one either: the search ends there.
+    Every scan moves forward, so each character is looked at a bounded number of times.
+    """
+    found: list[str] = []
+    position = 0
+    while True:
+        start = text.find(_OPEN, position)
+        if start < 0:
+            return found
+        after = start + len(_OPEN)
+        space = _SPACE.match(text, after)
+        end_of_space = space.end() if space is not None else after
+        newline = text.rfind("\n", after, end_of_space)
+        if newline < 0:  # no newline before the body: no action starts here
+            position = after
+            continue
+        body = newline + 1
+        close = text.find(_CLOSE, body)
+        if close < 0:
+            earlier = text.rfind("\n", after, newline)
+            fenced = newline == end_of_space - 1 and text.startswith("```", end_of_space)
+            if not (fenced and earlier >= 0):
+                return found
+            body, close = earlier + 1, newline
+        found.append(text[body:close])
+        position = close + len(_CLOSE)
+
+
 def row(blocks: int, answer: str | None, last_submitted: bool) -> str:
     """Which :data:`ROWS` row a response with ``blocks`` actions and the ``answer`` after it is."""
     if blocks != 1:
-        return "format error, two or more blocks"
+        return "format error, two or more blocks (one record)"
     if answer is not None:
         found = _RETURNCODE.match(answer) or _RETURNCODE_DICT.search(answer[:200])
         if found is not None:
@@ -106,17 +149,24 @@ def turns(messages: list[Any], exit_status: Any) -> list[Turn]:
     out: list[Turn] = []
     for index in positions:
         message = messages[index]
-        blocks = ACTION.findall(_text(message))
+        blocks = actions(_text(message))
         after = messages[index + 1] if index + 1 < len(messages) else None
         answer = _text(after) if isinstance(after, dict) and after.get("role") == "user" else None
         last = index == positions[-1] and exit_status == "Submitted"
         kind = row(len(blocks), answer, last)
         terminal, execution, error_type, heuristic = ROWS[kind]
+        rejected = len(blocks) > 1
+        # a rejected message is one record (its blocks' commands in one fingerprint)
+        arguments = (
+            [{"commands": [b.strip() for b in blocks]}]
+            if rejected
+            else [{"command": b.strip()} for b in blocks]
+        )
         calls = tuple(
             ImportedCall(
                 call_id=f"t{len(out)}.{number}",
                 tool=TOOL,
-                arguments_fingerprint=fingerprint({"command": command.strip()}),
+                arguments_fingerprint=fingerprint(argument),
                 status=terminal,
                 execution_status=execution,
                 error_type=error_type,
@@ -124,8 +174,9 @@ def turns(messages: list[Any], exit_status: Any) -> list[Turn]:
                 if terminal is TerminalStatus.ERROR and answer
                 else None,
                 heuristic=heuristic,
+                rejected_message=rejected,
             )
-            for number, command in enumerate(blocks)
+            for number, argument in enumerate(arguments)
         )
         tokens_in, tokens_out = _usage(message)
         out.append(

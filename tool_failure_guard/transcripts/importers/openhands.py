@@ -1,4 +1,5 @@
-"""OpenHands conversations as the SDK persists them (PyPI ``openhands-sdk``, 1.58.2).
+"""OpenHands conversations as the SDK persists them (PyPI ``openhands-sdk``, 1.58.2), and
+the V0 app's trajectories and evaluation outputs (:mod:`.openhands_v0`), one kind.
 
 A ``Conversation`` with a ``persistence_dir`` keeps one folder per
 conversation, ``<persistence_dir>/<conversation id hex>/``: ``base_state.json``
@@ -33,8 +34,9 @@ from typing import Any, Final
 
 from tool_failure_guard.agent_outcomes import vocabulary as v
 from tool_failure_guard.guard import ExecutionStatus, TerminalStatus
+from tool_failure_guard.transcripts.importers import openhands_v0
 from tool_failure_guard.transcripts.importers._ids import distinct_across_turns
-from tool_failure_guard.transcripts.importers._read import fingerprint, json_document
+from tool_failure_guard.transcripts.importers._read import fingerprint, json_document, open_regular
 from tool_failure_guard.transcripts.model import ImportedCall, Run, TranscriptError, Turn
 
 KIND = "openhands"
@@ -73,16 +75,20 @@ _SUCCEEDED = {"finished": True, "error": False, "stuck": False}
 
 
 def owner(path: Path) -> Path | None:
-    """The conversation folder ``path`` (a file in it, or the folder) belongs to, or None."""
+    """The conversation folder ``path`` (a file in it, or the folder) belongs to, or None:
+    the SDK's, else a V0 session folder of the app's file store."""
     for folder in (path, *list(path.parents)[:3]):
         if (folder / STATE).is_file() and (folder / EVENTS).is_dir():
             return folder
-    return None
+    return openhands_v0.session_owner(path)
 
 
 def sniff(path: Path, head: bytes) -> bool:
-    """A file of an OpenHands conversation folder (``base_state.json`` beside ``events/``)."""
-    return owner(path) is not None
+    """A file of an OpenHands conversation folder (``base_state.json`` beside ``events/``),
+    a V0 trajectory or a V0 evaluation ``output.jsonl``."""
+    if owner(path) is not None:
+        return True
+    return openhands_v0.sniff_trajectory(head) or openhands_v0.sniff_output(head)
 
 
 def _event_files(folder: Path) -> list[Path]:
@@ -187,10 +193,21 @@ class _Run:
 
 
 def read(path: Path) -> Iterator[Run]:
-    """One :class:`Run` per user message of the conversation ``path`` belongs to."""
+    """One :class:`Run` per user message of the conversation ``path`` belongs to; of a V0
+    trajectory, per user message; of a V0 ``output.jsonl``, per instance."""
     folder = owner(Path(path))
     if folder is None:
-        raise TranscriptError(str(path), None, "not in an OpenHands conversation folder")
+        with open_regular(str(path)) as handle:
+            head = handle.read(64 << 10)
+        if openhands_v0.sniff_trajectory(head):
+            return openhands_v0.read_trajectory(Path(path))
+        return openhands_v0.read_output(Path(path))
+    if not (folder / STATE).is_file():
+        return openhands_v0.read_session(folder)
+    return _read_folder(folder)
+
+
+def _read_folder(folder: Path) -> Iterator[Run]:
     state = json_document(folder / STATE)
     runs: list[_Run] = []
     pending: dict[str, list[_Call]] = {}
