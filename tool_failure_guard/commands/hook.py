@@ -173,7 +173,6 @@ def _handle_options(sub: argparse.ArgumentParser, cli: str) -> None:
     sub.add_argument(
         "--mode", choices=_MODES, help="the guard mode (default: the operator's, else shadow)"
     )
-    sub.add_argument("--scope", help="the install's scope (written by the installer)")
     sub.add_argument("--environment", help="the telemetry's deployment.environment")
     sub.add_argument(
         "--state-dir",

@@ -144,13 +144,10 @@ def uninstall_main(
 
 
 def retire_workers(directory: Path) -> int:
-    """End the warm workers of ``directory`` (the ``worker`` helper's
-    ``hooks.workers.retire_workers``; without it: their sockets are removed, and a worker
-    whose socket is gone exits at its next check)."""
-    try:
-        from tool_failure_guard.hooks import workers  # type: ignore[attr-defined, unused-ignore]
-    except ImportError:
-        workers = None
+    """End the warm workers of ``directory`` (``hooks.workers.retire_workers``; without that
+    module: their sockets are removed, and a worker whose socket is gone exits at its next
+    check)."""
+    workers = optional_module("tool_failure_guard.hooks.workers")
     if workers is not None:
         return int(workers.retire_workers(str(directory)))
     count = 0
@@ -161,6 +158,14 @@ def retire_workers(directory: Path) -> int:
                 os.unlink(entry.path)
                 count += 1
     return count
+
+
+def optional_module(name: str) -> Any:
+    """The module ``name``, or None where this tree has none (a part another branch adds)."""
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        return None
 
 
 def _entries(directory: Path) -> list[os.DirEntry[str]]:

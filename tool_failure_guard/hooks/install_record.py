@@ -115,10 +115,10 @@ def state_folder(state_dir: Path) -> None:
     """Create or check the state folder as the hook does (``hooks.state_folder`` where it
     exists: 0700, marked as the guard's, a folder holding others' files refused untouched),
     so the record never makes the hook take the folder for someone else's."""
+    import importlib
+
     try:
-        from tool_failure_guard.hooks import (  # type: ignore[attr-defined, unused-ignore]
-            state_folder as folders,
-        )
+        folders: Any = importlib.import_module("tool_failure_guard.hooks.state_folder")
     except ImportError:
         folders = None
     if folders is not None:

@@ -55,10 +55,9 @@ def workers_of(directory: Path) -> list[Worker]:
     """The folder's warm workers (``hooks.workers.list_workers`` where it exists; else read
     from each ``worker-KEY.lock``: running while its lock is held, current when KEY is the
     running package's)."""
-    try:
-        from tool_failure_guard.hooks import workers  # type: ignore[attr-defined, unused-ignore]
-    except ImportError:
-        workers = None
+    from tool_failure_guard.hooks.install_flow import optional_module
+
+    workers = optional_module("tool_failure_guard.hooks.workers")
     if workers is not None:
         return [
             Worker(w.pid, w.version, w.running, w.current)
