@@ -14,7 +14,7 @@ from hook_session import EXE as _EXE
 from hook_session import Session
 from hook_session import kind as _kind
 
-from tool_failure_guard.hooks import installs
+from tool_failure_guard.hooks import claude_code, installs
 from tool_failure_guard.hooks.event_keys import MAX_REMEMBERED, AppliedEvents, event_key
 from tool_failure_guard.hooks.installs import Installs, install_key, verified_rank
 
@@ -139,11 +139,7 @@ def test_an_operator_scope_counts_only_when_its_settings_file_holds_the_command(
     managed = tmp_path / "managed-settings.json"
     home = tmp_path / "home"
     (home / ".claude").mkdir(parents=True)
-    monkeypatch.setitem(
-        installs.SCOPE_FILES,
-        "claude-code",
-        {"managed": (str(managed),), "user": ("~/.claude/settings.json",)},
-    )
+    monkeypatch.setitem(claude_code.SCOPES, "managed", str(managed))
     monkeypatch.setattr(installs, "_passwd_home", lambda: str(home))
     argv = [_EXE, "hook", "claude-code", "--mode", "enforce", "--scope", "managed"]
 

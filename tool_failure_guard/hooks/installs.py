@@ -11,7 +11,7 @@ last seen; the **effective mode** is the mode of the highest-ranked install
 seen within :data:`RECENT_S`, ties at one rank going to the least acting mode
 (``off`` < ``shadow`` < ``warn`` < ``enforce``).
 
-Ranks (:data:`SCOPE_RANK`): ``managed`` (Qwen Code's ``system``) over ``user``
+Ranks (:data:`SCOPE_RANK`): ``managed`` (Qwen Code's and Gemini CLI's ``system``) over ``user``
 = ``plugin`` over ``project`` = ``settings``.  The scope is what the installer
 wrote on the command line (``--scope``); a claim of an operator's scope
 (``managed``/``system``/``user``) counts only when the hook's exact command
@@ -54,22 +54,6 @@ RECENT_S: Final = 3600.0
 MAX_INSTALLS: Final = 16
 #: The most bytes of a settings file read to verify a scope.
 _MAX_SETTINGS_BYTES: Final = 4 * 1024 * 1024
-#: The settings files of the operator's scopes, per CLI (``~``: the passwd entry's home).
-SCOPE_FILES: Final[dict[str, dict[str, tuple[str, ...]]]] = {
-    "claude-code": {
-        "managed": (
-            "/etc/claude-code/managed-settings.json",
-            "/Library/Application Support/ClaudeCode/managed-settings.json",
-        ),
-        "user": ("~/.claude/settings.json",),
-    },
-    "qwen-code": {
-        "system": ("/etc/qwen-code/settings.json",),
-        "user": ("~/.qwen/settings.json",),
-    },
-    "gemini-cli": {"user": ("~/.gemini/settings.json",)},
-    "codex": {},
-}
 
 
 def install_key(argv: Sequence[str], scope: str | None, mode: str) -> str:
@@ -88,15 +72,22 @@ def _passwd_home() -> str | None:
 
 
 def _settings_paths(cli: str, scope: str) -> list[str]:
-    paths = []
-    for path in SCOPE_FILES.get(cli, {}).get(scope, ()):
-        if path.startswith("~/"):
-            home = _passwd_home()
-            if home is None:
-                continue
-            path = os.path.join(home, path[2:])
-        paths.append(path)
-    return paths
+    """The settings file of ``cli``'s operator scope ``scope``: the CLI module's ``SCOPES``
+    (what ``hook install --scope`` writes), ``~`` the passwd entry's home."""
+    import importlib
+
+    from tool_failure_guard.hooks.clis import HOOK_CLIS
+
+    name = HOOK_CLIS.get(cli)
+    path = importlib.import_module(name).SCOPES.get(scope) if name else None
+    if not isinstance(path, str):
+        return []
+    if path.startswith("~/"):
+        home = _passwd_home()
+        if home is None:
+            return []
+        path = os.path.join(home, path[2:])
+    return [path]
 
 
 def _commands(value: Any) -> list[str]:
