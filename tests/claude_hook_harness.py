@@ -263,21 +263,29 @@ def run_claude(
         if passwd_home:
             command = as_passwd_home(home, command)
         with managed_hook(mode, state, claim) if managed else contextlib.nullcontext():
-            done = subprocess.run(
-                command,
-                cwd=ws,
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=300,
-                stdin=subprocess.DEVNULL,
-            )
+            done, events = headless(command, ws, env)
+    scripts = {marker: fake.agent_requests(marker) for marker in fake.agents}
+    return Run(fake.main_requests(), events, done.returncode, done.stderr, root, scripts)
+
+
+def headless(
+    command: list[str], ws: Path, env: dict[str, str]
+) -> tuple[subprocess.CompletedProcess[str], list[dict[str, Any]]]:
+    """Run ``claude -p`` (stream-json) in ``ws``: the finished process and its JSON lines."""
+    done = subprocess.run(
+        command,
+        cwd=ws,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        stdin=subprocess.DEVNULL,
+    )
     events = []
     for line in done.stdout.splitlines():
         with contextlib.suppress(ValueError):
             events.append(json.loads(line))
-    scripts = {marker: fake.agent_requests(marker) for marker in fake.agents}
-    return Run(fake.main_requests(), events, done.returncode, done.stderr, root, scripts)
+    return done, events
 
 
 @contextlib.contextmanager

@@ -10,7 +10,6 @@ mode).  Claude Code copies the plugin into its cache; the plugin's launcher
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import subprocess
@@ -22,7 +21,7 @@ from typing import Any
 from agent_clis import CLAUDE_VERSIONS, claude_binary, require
 from agent_fakes.anthropic_messages import FakeAnthropic, serve_anthropic
 from agent_fakes.script import Turn
-from claude_hook_harness import Run
+from claude_hook_harness import Run, headless
 from transcript_capture import claude_command, claude_env
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -76,17 +75,5 @@ def run_plugin_claude(
         env = claude_env(home, fake.base_url)
         env["PYTHONPATH"] = os.environ.get("PYTHONPATH", str(ROOT))
         env["XDG_STATE_HOME"] = str(root / "state")
-        done = subprocess.run(
-            claude_command(binary, ("Read", "Bash")),
-            cwd=ws,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            stdin=subprocess.DEVNULL,
-        )
-    events = []
-    for line in done.stdout.splitlines():
-        with contextlib.suppress(ValueError):
-            events.append(json.loads(line))
+        done, events = headless(claude_command(binary, ("Read", "Bash")), ws, env)
     return Run(fake.main_requests(), events, done.returncode, done.stderr, root)
