@@ -30,6 +30,7 @@ FLOORS: dict[str, int] = {
     "sdk_import": 1,
     "line_input": 1,
     "peer_rules": 1,
+    "framework_protection": 1,
     "agent_outcomes": 1,
     # hosts of the core
     "session": 2,

@@ -15,6 +15,7 @@ import attrs
 import pytest
 from transcript_files import FIXTURES
 
+from tool_failure_guard import framework_protection
 from tool_failure_guard.commands.cli import main
 from tool_failure_guard.core import (
     LOOP_INVALID_TOOL_PARAMS,
@@ -22,7 +23,6 @@ from tool_failure_guard.core import (
     LOOP_TOOL_CALL_CAP,
 )
 from tool_failure_guard.guard import ExecutionStatus, TerminalStatus
-from tool_failure_guard.integrations import _api
 from tool_failure_guard.transcripts.importers import IMPORTERS, importer
 from tool_failure_guard.transcripts.model import ImportedCall, Run, Turn
 from tool_failure_guard.transcripts.profiles import BY_KIND, PROFILES, for_kind, profile
@@ -95,15 +95,19 @@ def test_the_adapter_profile_runs_the_adapters_defaults() -> None:
 
 
 def test_the_adapters_constructors_default_to_the_profiles_limits() -> None:
-    """The adapter profile reads ``_api``'s defaults; every adapter takes them as its own."""
+    """The adapter profile reads ``framework_protection``'s defaults; every adapter takes
+    them as its own."""
     from tool_failure_guard.integrations.langchain import RepeatedToolFailureMiddleware
     from tool_failure_guard.integrations.openai_agents import GuardedRunner
     from tool_failure_guard.integrations.pydantic_ai import RepeatedToolFailureCapability
 
     for adapter in (RepeatedToolFailureMiddleware, GuardedRunner, RepeatedToolFailureCapability):
         parameters = inspect.signature(adapter).parameters
-        assert parameters["tool_call_cap"].default is _api.DEFAULT_TOOL_CALL_CAP
-        assert parameters["invalid_params_limit"].default is _api.DEFAULT_INVALID_PARAMS_LIMIT
+        assert parameters["tool_call_cap"].default is framework_protection.DEFAULT_TOOL_CALL_CAP
+        assert (
+            parameters["invalid_params_limit"].default
+            is framework_protection.DEFAULT_INVALID_PARAMS_LIMIT
+        )
 
 
 def _qwen_call(n: int, ok: bool) -> ImportedCall:

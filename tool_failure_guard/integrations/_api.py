@@ -38,7 +38,6 @@ import attrs
 
 from tool_failure_guard.core import (
     LOOP_REPEATED_TOOL_FAILURE,
-    CallIdDeduplicator,
     PromptProtection,
     Stop,
 )
@@ -56,12 +55,6 @@ LOGGER_NAME = "tool_failure_guard"
 #: The modes in which an adapter's protections act (stop a run, hold a call back).
 ACTING_MODES: frozenset[GuardMode] = frozenset({GuardMode.WARN, GuardMode.ENFORCE})
 
-#: Every adapter's defaults for ``tool_call_cap`` and ``invalid_params_limit``: off, since
-#: each framework counts turns and retries itself.  The adapters' constructors take these
-#: as their defaults, and ``transcripts --profile adapter`` replays logs with them.
-DEFAULT_TOOL_CALL_CAP: int | None = None
-DEFAULT_INVALID_PARAMS_LIMIT: int | None = None
-
 
 def limit_option(name: str, value: object) -> int | None:
     """``value`` when it is None (the protection is off) or an int of at least 1.
@@ -73,23 +66,6 @@ def limit_option(name: str, value: object) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"{name} must be None (off) or an int of at least 1; got {value!r}")
     return value
-
-
-def protection_for_run(
-    mode: GuardMode,
-    *,
-    tool_call_cap: int | None,
-    invalid_params_limit: int | None,
-    dedup: CallIdDeduplicator | None = None,
-) -> PromptProtection:
-    """The core of one framework run: every protection follows the mode."""
-    return PromptProtection(
-        mode,
-        dedup=dedup,
-        tool_call_cap=tool_call_cap,
-        invalid_params_limit=invalid_params_limit,
-        limits_follow_mode=True,
-    )
 
 
 def holds_back_replays(mode: GuardMode) -> bool:

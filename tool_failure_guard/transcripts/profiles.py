@@ -11,9 +11,10 @@ A log is replayed with the protection its agent would have had, not one guard fo
   (:func:`tool_failure_guard.hooks.replay.new_protection`): no tool-call cap, no
   invalid-parameter stop (the CLI has its own), provider replays only in warn/enforce; for
   Claude Code, Codex and Gemini CLI logs.
-- ``adapter``: the framework adapters' defaults (:func:`~tool_failure_guard.integrations.
-  _api.protection_for_run` with :data:`~tool_failure_guard.integrations._api.
-  DEFAULT_TOOL_CALL_CAP` and ``DEFAULT_INVALID_PARAMS_LIMIT``, both off): for agents
+- ``adapter``: the framework adapters' defaults (:func:`~tool_failure_guard.
+  framework_protection.protection_for_run` with :data:`~tool_failure_guard.
+  framework_protection.DEFAULT_TOOL_CALL_CAP` and ``DEFAULT_INVALID_PARAMS_LIMIT``, both
+  off, what every adapter's constructor takes): for agents
   that run their own loop (mini-swe-agent, SWE-agent, OpenHands), where the guard would be
   installed as a library.
 
@@ -67,7 +68,7 @@ def _hook(mode: GuardMode) -> PromptProtection:
 
 
 def _adapter(mode: GuardMode) -> PromptProtection:
-    from tool_failure_guard.integrations._api import (
+    from tool_failure_guard.framework_protection import (
         DEFAULT_INVALID_PARAMS_LIMIT,
         DEFAULT_TOOL_CALL_CAP,
         protection_for_run,

@@ -43,10 +43,12 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command
 
 from tool_failure_guard.core import Action, CallOutcome, FunctionCall, Stop
-from tool_failure_guard.guard import GuardMode
-from tool_failure_guard.integrations._api import (
+from tool_failure_guard.framework_protection import (
     DEFAULT_INVALID_PARAMS_LIMIT,
     DEFAULT_TOOL_CALL_CAP,
+)
+from tool_failure_guard.guard import GuardMode
+from tool_failure_guard.integrations._api import (
     StopBehaviour,
     WarnOnce,
     limit_option,

@@ -39,13 +39,13 @@ from tool_failure_guard.core import (
     Stop,
 )
 from tool_failure_guard.core.outcomes import skipped_by_cap
+from tool_failure_guard.framework_protection import protection_for_run
 from tool_failure_guard.guard import DecisionKind, GuardMode
 from tool_failure_guard.integrations._api import (
     ActionLog,
     GuardStop,
     RunReport,
     holds_back_replays,
-    protection_for_run,
 )
 from tool_failure_guard.integrations.langchain._outcomes import replayed
 from tool_failure_guard.telemetry import runs as _telemetry

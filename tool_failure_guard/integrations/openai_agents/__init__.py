@@ -47,10 +47,12 @@ from agents import (
 from agents.result import RunResultBase
 from agents.run_config import RunOptions
 
-from tool_failure_guard.guard import GuardMode
-from tool_failure_guard.integrations._api import (
+from tool_failure_guard.framework_protection import (
     DEFAULT_INVALID_PARAMS_LIMIT,
     DEFAULT_TOOL_CALL_CAP,
+)
+from tool_failure_guard.guard import GuardMode
+from tool_failure_guard.integrations._api import (
     GuardStop,
     RunReport,
     StopBehaviour,

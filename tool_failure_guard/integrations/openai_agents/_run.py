@@ -32,6 +32,7 @@ from tool_failure_guard.core import (
     FunctionCall,
     Stop,
 )
+from tool_failure_guard.framework_protection import protection_for_run
 from tool_failure_guard.guard import DecisionKind, GuardMode
 from tool_failure_guard.integrations._api import (
     ActionLog,
@@ -39,7 +40,6 @@ from tool_failure_guard.integrations._api import (
     RunReport,
     StopBehaviour,
     holds_back_replays,
-    protection_for_run,
 )
 from tool_failure_guard.integrations.openai_agents._outcomes import (
     interrupted as interrupted_call,

@@ -56,10 +56,12 @@ from tool_failure_guard.core import (
     Stop,
     provider_duplicate,
 )
-from tool_failure_guard.guard import GuardMode
-from tool_failure_guard.integrations._api import (
+from tool_failure_guard.framework_protection import (
     DEFAULT_INVALID_PARAMS_LIMIT,
     DEFAULT_TOOL_CALL_CAP,
+)
+from tool_failure_guard.guard import GuardMode
+from tool_failure_guard.integrations._api import (
     GuardStop,
     StopBehaviour,
     WarnOnce,

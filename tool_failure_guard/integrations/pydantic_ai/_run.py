@@ -39,6 +39,7 @@ from tool_failure_guard.core import (
     provider_duplicate,
 )
 from tool_failure_guard.core.protections import AnsweredCall
+from tool_failure_guard.framework_protection import protection_for_run
 from tool_failure_guard.guard import DecisionKind, GuardMode, InputBoundary
 from tool_failure_guard.integrations._api import (
     ActionLog,
@@ -47,7 +48,6 @@ from tool_failure_guard.integrations._api import (
     WarnOnce,
     holds_back_replays,
     plain_exception_warning,
-    protection_for_run,
 )
 from tool_failure_guard.integrations.pydantic_ai._history import args_of, returned_of
 from tool_failure_guard.integrations.pydantic_ai._outcomes import (
