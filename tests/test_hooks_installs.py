@@ -160,7 +160,8 @@ def test_an_operator_scope_counts_only_when_its_settings_file_holds_the_command(
     assert verified_rank("claude-code", "user", user_argv) == installs.PROJECT_RANK
     write(home / ".claude" / "settings.json", shlex.join(user_argv))
     assert verified_rank("claude-code", "user", user_argv) == installs.SCOPE_RANK["user"]
-    assert verified_rank("claude-code", "plugin", user_argv) == installs.SCOPE_RANK["plugin"]
+    # a plugin's command names no mode: one with a mode of its own is a project's claim
+    assert verified_rank("claude-code", "plugin", user_argv) == installs.PROJECT_RANK
     assert verified_rank("claude-code", None, user_argv) == installs.PROJECT_RANK
 
 
@@ -209,7 +210,7 @@ def test_the_worker_registers_the_install_its_client_names(tmp_path: Path) -> No
     from tool_failure_guard.hooks.worker import handle_request
 
     directory = tmp_path / "st"
-    argv = [_EXE, "hook", "claude-code", "--mode", "warn", "--scope", "plugin"]
+    argv = [_EXE, "hook", "claude-code", "--scope", "plugin"]  # its mode: the operator's
     header = {
         "cli": "claude-code",
         "mode": "warn",
@@ -229,3 +230,13 @@ def test_the_worker_registers_the_install_its_client_names(tmp_path: Path) -> No
     bad = dict(header, command=["not", "text"])
     refused = handle_request(json.dumps(bad).encode() + b"\n{}", str(directory))
     assert "refused" in refused
+
+
+def test_a_plugin_claim_with_a_mode_of_its_own_ranks_as_a_project() -> None:
+    """The plugin's command names no mode (the operator's ``hook configure`` gives it): an
+    entry that claims the plugin's rank with a mode of its own (a project's settings
+    switching the user's guard off at a tie) ranks as a project."""
+    plugin = [_EXE, "hook", "claude-code", "--scope", "plugin"]
+    assert verified_rank("claude-code", "plugin", plugin) == installs.SCOPE_RANK["plugin"]
+    for mode in (["--mode", "off"], ["--mode=off"]):
+        assert verified_rank("claude-code", "plugin", [*plugin, *mode]) == installs.PROJECT_RANK

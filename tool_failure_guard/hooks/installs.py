@@ -128,8 +128,13 @@ def command_in_file(path: str, argv: Sequence[str]) -> bool:
 
 def verified_rank(cli: str, scope: str | None, argv: Sequence[str]) -> int:
     """The rank ``scope`` earns: an operator's scope only when its settings file has this
-    exact command line; ``plugin``/``project``/``settings`` as claimed; else ``project``."""
+    exact command line; ``plugin`` only when the command names no ``--mode`` (the plugin's
+    mode is the operator's ``hook configure``, so a project's entry claiming the plugin's
+    rank acts in the operator's mode anyway); ``project``/``settings`` as claimed; else
+    ``project``."""
     if scope is None or scope not in SCOPE_RANK:
+        return PROJECT_RANK
+    if scope == "plugin" and any(w == "--mode" or w.startswith("--mode=") for w in argv):
         return PROJECT_RANK
     if scope not in VERIFIED_SCOPES:
         return SCOPE_RANK[scope]
