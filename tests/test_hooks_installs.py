@@ -14,7 +14,7 @@ from hook_session import EXE as _EXE
 from hook_session import Session
 from hook_session import kind as _kind
 
-from tool_failure_guard.hooks import claude_code, installs
+from tool_failure_guard.hooks import claude_code, config, installs
 from tool_failure_guard.hooks.event_keys import MAX_REMEMBERED, AppliedEvents, event_key
 from tool_failure_guard.hooks.installs import Installs, install_key, verified_rank
 
@@ -204,13 +204,16 @@ def test_the_summary_says_what_the_session_did(tmp_path: Path) -> None:
     }
 
 
-def test_the_worker_registers_the_install_its_client_names(tmp_path: Path) -> None:
+def test_the_worker_registers_the_install_its_client_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # the batch events go to the warm worker: the header carries the install's scope and
     # command line, so the worker registers the install the hook's process would
     from tool_failure_guard.hooks.worker import handle_request
 
     directory = tmp_path / "st"
     argv = [_EXE, "hook", "claude-code", "--scope", "plugin"]  # its mode: the operator's
+    monkeypatch.setattr(config, "read_config", lambda: {"claude-code": {"mode": "warn"}})
     header = {
         "cli": "claude-code",
         "mode": "warn",
@@ -232,11 +235,19 @@ def test_the_worker_registers_the_install_its_client_names(tmp_path: Path) -> No
     assert "refused" in refused
 
 
-def test_a_plugin_claim_with_a_mode_of_its_own_ranks_as_a_project() -> None:
+def test_a_plugin_claim_counts_only_as_the_operators_configured_plugin(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """The plugin's command names no mode (the operator's ``hook configure`` gives it): an
-    entry that claims the plugin's rank with a mode of its own (a project's settings
-    switching the user's guard off at a tie) ranks as a project."""
+    entry claiming the plugin's rank with a mode of its own, or for a plugin the operator
+    never configured (a project's settings, to tie with the user's guard at its rank and
+    win by the least acting mode), ranks as a project."""
     plugin = [_EXE, "hook", "claude-code", "--scope", "plugin"]
+    configured: dict[str, object] = {}
+    monkeypatch.setattr(config, "read_config", lambda: configured)
+    assert verified_rank("claude-code", "plugin", plugin) == installs.PROJECT_RANK
+    configured["claude-code"] = {"mode": "enforce"}
     assert verified_rank("claude-code", "plugin", plugin) == installs.SCOPE_RANK["plugin"]
+    assert verified_rank("qwen-code", "plugin", plugin) == installs.PROJECT_RANK
     for mode in (["--mode", "off"], ["--mode=off"]):
         assert verified_rank("claude-code", "plugin", [*plugin, *mode]) == installs.PROJECT_RANK

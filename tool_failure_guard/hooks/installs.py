@@ -128,19 +128,33 @@ def command_in_file(path: str, argv: Sequence[str]) -> bool:
 
 def verified_rank(cli: str, scope: str | None, argv: Sequence[str]) -> int:
     """The rank ``scope`` earns: an operator's scope only when its settings file has this
-    exact command line; ``plugin`` only when the command names no ``--mode`` (the plugin's
-    mode is the operator's ``hook configure``, so a project's entry claiming the plugin's
-    rank acts in the operator's mode anyway); ``project``/``settings`` as claimed; else
-    ``project``."""
+    exact command line; ``plugin`` only as :func:`_operators_plugin` allows;
+    ``project``/``settings`` as claimed; else ``project``."""
     if scope is None or scope not in SCOPE_RANK:
         return PROJECT_RANK
-    if scope == "plugin" and any(w == "--mode" or w.startswith("--mode=") for w in argv):
-        return PROJECT_RANK
+    if scope == "plugin":
+        return SCOPE_RANK[scope] if _operators_plugin(cli, argv) else PROJECT_RANK
     if scope not in VERIFIED_SCOPES:
         return SCOPE_RANK[scope]
     if argv and any(command_in_file(path, argv) for path in _settings_paths(cli, scope)):
         return SCOPE_RANK[scope]
     return PROJECT_RANK
+
+
+def _operators_plugin(cli: str, argv: Sequence[str]) -> bool:
+    """Whether a claim of the plugin's rank is the operator's plugin: its command names no
+    ``--mode`` (the plugin's mode is the operator's) and the operator configured the plugin
+    (``hook configure CLI``, a file in the passwd entry's home).  A project's entry claiming
+    the plugin's rank therefore never ties with a user's install in a mode of its own, nor
+    in the default mode of a plugin nobody configured."""
+    if any(word == "--mode" or word.startswith("--mode=") for word in argv):
+        return False
+    from tool_failure_guard.hooks.config import read_config
+
+    try:
+        return isinstance(read_config().get(cli), dict)
+    except (OSError, ValueError):
+        return False
 
 
 class Installs:
