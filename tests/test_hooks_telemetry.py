@@ -48,27 +48,30 @@ def _hook(payload: dict[str, Any], mode: str, state: Path, sink: Path) -> str:
     return done.stdout
 
 
+def _failing_batch(base: dict[str, str], tag: str, mode: str, state: Path, sink: Path) -> str:
+    """Four failing Reads (``PostToolUseFailure`` each) and their ``PostToolBatch``: its answer."""
+    ids = [f"toolu_{tag}_{i}" for i in range(4)]
+    for call_id in ids:
+        failure = dict(
+            base,
+            hook_event_name="PostToolUseFailure",
+            tool_use_id=call_id,
+            tool_name="Read",
+            error="File does not exist.",
+            is_interrupt=False,
+        )
+        _hook(failure, mode, state, sink)
+    calls = [{"tool_use_id": i, "tool_name": "Read", "tool_response": "x"} for i in ids]
+    return _hook(dict(base, hook_event_name="PostToolBatch", tool_calls=calls), mode, state, sink)
+
+
 def _prompt(mode: str, state: Path, sink: Path, batches: int) -> list[str]:
     session = f"session-{mode}"
     base = {"session_id": session, "prompt_id": f"prompt-{mode}"}
     _hook(dict(base, hook_event_name="UserPromptSubmit", prompt=""), mode, state, sink)
     answers = []
     for number in range(batches):
-        ids = [f"toolu_{number}_{i}" for i in range(4)]
-        for call_id in ids:
-            failure = dict(
-                base,
-                hook_event_name="PostToolUseFailure",
-                tool_use_id=call_id,
-                tool_name="Read",
-                error="File does not exist.",
-                is_interrupt=False,
-            )
-            _hook(failure, mode, state, sink)
-        calls = [{"tool_use_id": i, "tool_name": "Read", "tool_response": "x"} for i in ids]
-        answers.append(
-            _hook(dict(base, hook_event_name="PostToolBatch", tool_calls=calls), mode, state, sink)
-        )
+        answers.append(_failing_batch(base, f"{number}", mode, state, sink))
         if answers[-1].startswith('{"continue":false'):
             return answers
     _hook(dict(base, hook_event_name="Stop", stop_hook_active=False), mode, state, sink)
@@ -170,21 +173,7 @@ def test_a_subagents_loop_reports_as_a_prompt_of_its_own(
     _hook(dict(base, hook_event_name="UserPromptSubmit", prompt=""), "enforce", state, sink)
     answers = []
     for number in range(3):  # the subagent: 4 failures a batch, stopped at its 3rd
-        ids = [f"toolu_s{number}_{i}" for i in range(4)]
-        for call_id in ids:
-            failure = dict(
-                base,
-                **sub,
-                hook_event_name="PostToolUseFailure",
-                tool_use_id=call_id,
-                tool_name="Read",
-                error="File does not exist.",
-                is_interrupt=False,
-            )
-            _hook(failure, "enforce", state, sink)
-        calls = [{"tool_use_id": i, "tool_name": "Read", "tool_response": "x"} for i in ids]
-        batch = dict(base, **sub, hook_event_name="PostToolBatch", tool_calls=calls)
-        answers.append(_hook(batch, "enforce", state, sink))
+        answers.append(_failing_batch({**base, **sub}, f"s{number}", "enforce", state, sink))
     assert answers[-1].startswith('{"continue":false')
     agent_call = [{"tool_use_id": "toolu_agent", "tool_name": "Agent", "tool_response": "x"}]
     told = _hook(
